@@ -1,0 +1,162 @@
+"""What every backend is: a name, what it supports, and ``emit(policy, options)``.
+
+Backends print; they don't decide. A change of meaning is an IR→IR pass run before
+``emit`` (``Backend.passes``). What a target cannot express is reported by
+:func:`capability_errors` as an error on the user's rule, naming the target and the
+targets that can; a backend never drops a rule silently.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pfc import ir
+from pfc.diagnostics import Diagnostic, error
+
+# Features a rule can need. A backend's SUPPORTS lists those it can express.
+FEATURES = {
+    "count": "`count` rules",
+    "redirect": "`redirect` rules",
+    "payload": "`payload` matches",
+    "ipv6": "IPv6 rules",
+    "non-ip": "rules that match non-IP frames",
+}
+
+
+@dataclass(frozen=True)
+class Options:
+    """What ``pfc compile`` passes to a backend. Unknown keys live in ``extra``."""
+
+    target: str
+    format: str | None = None
+    hook: str | None = None
+    dev: str | None = None
+    table: str = "pfc"
+    notrack: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Artifact:
+    """A compiled policy. ``text`` is the printable form in ``format``; ``files`` is what
+    ``-o`` writes (the first entry is the main one); ``meta`` holds what loaders and
+    runners need (program names, map names, counter names per rule index ...)."""
+
+    target: str
+    hook: str
+    format: str
+    text: str | None
+    files: dict[str, bytes]
+    policy: ir.Policy
+    meta: dict = field(default_factory=dict)
+
+
+Pass = Callable[[ir.Policy], ir.Policy]
+
+
+@dataclass
+class Observation:
+    """What a target did with a list of frames, as a kernel run observed it.
+
+    ``verdicts[i]`` is the verdict on ``frames[i]``; ``frames_out[i]`` the bytes that
+    left the hook for a passed frame (None where not observed); ``counters`` the
+    per-rule (packets, bytes) of every count rule after the run (None: not observable).
+    """
+
+    verdicts: list[ir.Verdict]
+    frames_out: list[bytes | None]
+    counters: dict[int, tuple[int, int]] | None = None
+
+
+Runner = Callable[[Artifact, list[bytes]], Observation]
+View = Callable[[str, bytes], "bytes | None"]
+
+
+def raw_view(hook: str, frame: bytes) -> bytes | None:
+    """Hooks that see the frame as it is on the wire (XDP)."""
+    return frame
+
+
+class KernelUnavailable(RuntimeError):
+    """A runner cannot run here (privileges, kernel feature); the message says which."""
+
+
+def artifact_name(policy: ir.Policy, target: str, ext: str) -> str:
+    """``STEM.TARGET.EXT`` where STEM is the policy file's name without ``.pf``."""
+    stem = policy.source.rsplit("/", 1)[-1]
+    stem = stem[:-3] if stem.endswith(".pf") else stem
+    return f"{stem or 'policy'}.{target}.{ext}"
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str  # the target name
+    description: str
+    supports: frozenset[str]
+    formats: tuple[str, ...]  # first is the default
+    hooks: tuple[str, ...]  # first is the default
+    emit: Callable[[ir.Policy, Options], Artifact]
+    passes: tuple[Pass, ...] = ()
+    binary_formats: frozenset[str] = frozenset()
+    run: Runner | None = None  # kernel (or reference) execution, for tests and verify
+    view: View = raw_view  # what the hook sees of a frame; None: never sees it
+
+    def lower(self, policy: ir.Policy) -> ir.Policy:
+        for p in self.passes:
+            policy = p(policy)
+        return policy
+
+
+def rule_features(rule: ir.Rule) -> set[str]:
+    needs = set()
+    if isinstance(rule.action, ir.Count):
+        needs.add("count")
+    if isinstance(rule.action, ir.Redirect):
+        needs.add("redirect")
+    if any(isinstance(m, ir.PayloadMatch) for m in rule.matches):
+        needs.add("payload")
+    if 6 in rule.family.versions and rule.family is not ir.Family.ANY:
+        needs.add("ipv6")
+    if rule.family is ir.Family.ANY:
+        needs.add("non-ip")
+    return needs
+
+
+def capability_errors(policy: ir.Policy, backend: Backend,
+                      registry: dict[str, Backend]) -> list[Diagnostic]:
+    """One error per rule the backend cannot express."""
+    out = []
+    for rule in policy.rules:
+        missing = sorted(rule_features(rule) - backend.supports)
+        if not missing:
+            continue
+        able = [b.name for b in registry.values()
+                if set(missing) <= b.supports and b.name != "ir"]
+        what = ", ".join(FEATURES[m] for m in missing)
+        out.append(error(
+            f"target `{backend.name}` cannot express {what} (rule at line {rule.line})",
+            rule.span, hint=("targets that can: " + ", ".join(able)) if able else None,
+            code="unsupported"))
+    return out
+
+
+_SAFE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,30}$")
+_SAFE_DEV = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+
+
+def check_name(value: str, what: str) -> str:
+    """Allow-list for names that land in emitted text (tables, chains, sets)."""
+    if not _SAFE_NAME.match(value):
+        raise ValueError(f"invalid {what} `{value}`: use letters, digits, `_` and `-` "
+                         "(at most 31 characters, not starting with a digit)")
+    return value
+
+
+def check_dev(value: str) -> str:
+    """Allow-list for network device names (IFNAMSIZ, no spaces or quotes)."""
+    if not _SAFE_DEV.match(value):
+        raise ValueError(f"invalid device name `{value}`: at most 15 characters of "
+                         "letters, digits, `_ . : @ -`")
+    return value

@@ -1,0 +1,183 @@
+"""The classic BPF backend's own graph: tests on symbolic values, and returns.
+
+A policy becomes a DAG of :class:`Node` (``cbpf_cfg``); the optimiser (``cbpf_opt``)
+rewrites its edges; the assembler (``cbpf_asm``) lays it out as instructions.
+
+A test compares what the accumulator A holds (a :data:`Value`: a short straight-line
+computation such as ``ldh [16]; add #14``) with a constant or with the index register
+X, which holds one of a few well-known quantities (:class:`XState`). Values and X
+states are symbolic, so the optimiser can tell that two tests read the same thing and
+the assembler can skip a load whose result A or X already holds.
+
+Classic BPF (Linux ``net/core/filter.c``, ``bpf_check_classic``): 32-bit A and X,
+forward jumps only, 8-bit conditional jump offsets, at most ``BPF_MAXINSNS`` = 4096
+instructions; a load beyond the packet ends the program with return value 0.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
+
+ETH_HLEN = 14
+MAX_INSNS = 4096  # BPF_MAXINSNS, include/uapi/linux/bpf_common.h
+PASS_RET = 0x40000  # the whole frame, as libpcap's default snap length (262144)
+DROP_RET = 0
+
+
+class XState(StrEnum):
+    """What X holds. Each is a function of the packet alone, so facts about values
+    computed with X stay true wherever the same X state is set up again."""
+
+    IHL = "ihl"  # 4*([14]&0xf): IPv4 header length (ldxb 4*([14]&0xf))
+    LEN = "len"  # the packet length (ldx #pktlen)
+    TCP4 = "tcp4"  # IPv4 header length + TCP data offset * 4 (TCP payload over IPv4)
+    TCP6 = "tcp6"  # TCP data offset * 4 (TCP payload over IPv6, fixed header)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One straight-line instruction that computes A.
+
+    ``ld`` (size, k): absolute load; ``ldx`` (size, k): load at X + k; ``len``: the
+    packet length; ``add sub and rsh lsh`` (k): ALU with a constant; ``addx subx``:
+    ALU with X.
+    """
+
+    op: str
+    k: int = 0
+    size: int = 0
+
+    @property
+    def uses_x(self) -> bool:
+        return self.op in ("ldx", "addx", "subx")
+
+    @property
+    def is_load(self) -> bool:
+        return self.op in ("ld", "ldx")
+
+
+Value = tuple[Step, ...]
+
+
+def load(size: int, offset: int) -> Value:
+    return (Step("ld", offset, size),)
+
+
+def load_x(size: int, offset: int) -> Value:
+    return (Step("ldx", offset, size),)
+
+
+LEN: Value = (Step("len"),)
+
+
+def width_max(value: Value) -> int:
+    """The largest number ``value`` can be (a bare load of n bytes: 2**(8n) - 1)."""
+    if len(value) == 1 and value[0].is_load:
+        return (1 << (8 * value[0].size)) - 1
+    return 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class Test:
+    """``A op k`` (or ``A op X`` when ``k`` is None) after A = ``value``.
+
+    ``x`` is the X state the value or the comparison needs (None: X unused).
+    ``guard``: a presence check (the packet is long enough for loads that follow);
+    its false edge means "a field is absent", and the optimiser may drop it where
+    the load itself ending the program with 0 gives the same verdict.
+    """
+
+    value: Value
+    op: str  # jeq jgt jge jset
+    k: int | None
+    x: XState | None = None
+    guard: bool = False
+
+    @cached_property
+    def key(self) -> tuple[Value, XState | None]:
+        """What is compared: facts are kept per key."""
+        return (self.value, self.x if any(s.uses_x for s in self.value) else None)
+
+
+_ids = itertools.count()
+
+
+@dataclass(eq=False)
+class Node:
+    """A test with two successors, or a leaf returning ``ret``."""
+
+    test: Test | None = None
+    jt: Node | None = None
+    jf: Node | None = None
+    ret: int | None = None
+    rule: int | None = None  # the rule index whose test this is (for listings)
+    nid: int = field(default_factory=lambda: next(_ids))
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.test is None
+
+    def succ(self, outcome: bool) -> Node:
+        return self.jt if outcome else self.jf
+
+    def set_succ(self, outcome: bool, node: Node) -> None:
+        if outcome:
+            self.jt = node
+        else:
+            self.jf = node
+
+    def __repr__(self) -> str:
+        if self.is_leaf:
+            return f"<ret {self.ret:#x}>"
+        t = self.test
+        operand = "x" if t.k is None else f"#{t.k:#x}"
+        return (f"<{self.nid} {'; '.join(s.op for s in t.value)} {t.op} {operand} "
+                f"-> {self.jt.nid}/{self.jf.nid}>")
+
+
+@dataclass
+class Graph:
+    """The program: a root and the two leaves every path ends in."""
+
+    root: Node
+    passed: Node
+    dropped: Node
+
+
+def leaves() -> tuple[Node, Node]:
+    return Node(ret=PASS_RET), Node(ret=DROP_RET)
+
+
+def reachable(root: Node) -> list[Node]:
+    """Every node reachable from ``root``, in a topological order (each node before
+    its successors): reverse post-order of a depth-first walk, false edge first."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        if node.nid in seen:
+            continue
+        seen.add(node.nid)
+        stack.append((node, True))
+        if not node.is_leaf:
+            for nxt in (node.jt, node.jf):
+                if nxt.nid not in seen:
+                    stack.append((nxt, False))
+    order.reverse()
+    return order
+
+
+def predecessors(order: list[Node]) -> dict[int, list[tuple[Node, bool]]]:
+    preds: dict[int, list[tuple[Node, bool]]] = {n.nid: [] for n in order}
+    for node in order:
+        if not node.is_leaf:
+            preds[node.jt.nid].append((node, True))
+            preds[node.jf.nid].append((node, False))
+    return preds

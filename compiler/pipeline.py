@@ -1,0 +1,58 @@
+"""The one front door: text → AST → IR, with every diagnostic.
+
+The CLI, the language server, ``pfc verify`` and ``pfc load`` all call
+:func:`compile_source` / :func:`compile_path`; nothing else parses or checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pfc import ir
+from pfc.check import ReadSet, check
+from pfc.diagnostics import CompileError, Diagnostic, has_errors, sort_key
+from pfc.parse import parse
+from pfc.shadow import shadowed
+from pfc.source import SourceFile
+from pfc.syntax import Module
+
+
+@dataclass
+class Compiled:
+    """The front end's result. ``policy`` is None when there are errors."""
+
+    source: SourceFile
+    module: Module
+    policy: ir.Policy | None
+    diagnostics: list[Diagnostic]
+    sources: dict[str, SourceFile] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.policy is not None
+
+    def require(self) -> ir.Policy:
+        """The policy, or CompileError carrying the diagnostics."""
+        if self.policy is None:
+            raise CompileError(self.diagnostics)
+        return self.policy
+
+
+def compile_source(source: SourceFile, read_set: ReadSet | None = None) -> Compiled:
+    sources = {source.name: source}
+    module, diags = parse(source)
+    policy, check_diags = check(module, sources, read_set)
+    diags = diags + check_diags
+    if not has_errors(diags):
+        diags += shadowed(policy)
+    diags.sort(key=sort_key)
+    return Compiled(source, module, None if has_errors(diags) else policy, diags, sources)
+
+
+def compile_path(path: str | Path) -> Compiled:
+    return compile_source(SourceFile.read(path))
+
+
+def compile_text(text: str, name: str = "<policy>") -> Compiled:
+    return compile_source(SourceFile(name, text))

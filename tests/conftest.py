@@ -1,0 +1,40 @@
+"""Shared test options: ``--update-golden`` rewrites every golden file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.pf"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite golden files from the current output")
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest):
+    """``golden(path, actual)``: compare with a golden file. A missing or different
+    file fails and writes ``PATH.actual`` beside it; ``--update-golden`` rewrites."""
+    update = request.config.getoption("--update-golden")
+
+    def check(path: Path, actual: str) -> None:
+        actual_path = path.with_name(path.name + ".actual")
+        if update:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(actual)
+            actual_path.unlink(missing_ok=True)
+            return
+        if not path.exists() or path.read_text() != actual:
+            actual_path.parent.mkdir(parents=True, exist_ok=True)
+            actual_path.write_text(actual)
+            what = "missing" if not path.exists() else "differs"
+            pytest.fail(f"golden file {path.relative_to(ROOT)} {what}; wrote "
+                        f"{actual_path.relative_to(ROOT)} (run pytest --update-golden "
+                        "to accept)")
+        actual_path.unlink(missing_ok=True)
+
+    return check
