@@ -36,6 +36,29 @@ def test_examples_agree_on_ebpf_targets(capsys, tmp_path: Path) -> None:
     assert all(r["agree"] + r["skipped_by_hook"] == 500 for r in rows)
 
 
+@pytest.mark.kernel
+@kernel
+def test_every_example_agrees_on_every_target_with_2000_frames(capsys) -> None:
+    """The project's own CI run of `pfc verify examples/*.pf --targets all` (issue 6):
+    every target that can express an example agrees with the interpreter on 2,000
+    generated frames, counters included; the others are reported, not failed."""
+    examples = sorted(str(p) for p in (ROOT / "examples").glob("*.pf"))
+    code, report = _verify_json(capsys, *examples, "--targets", "all", "--frames", "2000")
+    assert code == 0 and report["ok"], report
+    assert [f["file"] for f in report["files"]] == examples
+    for f in report["files"]:
+        rows = {r["target"]: r for r in f["targets"]}
+        assert set(rows) == set(backends.registry()) - {"ir"}, f["file"]
+        for row in rows.values():
+            if row["status"] == "not-expressible":
+                assert row["not_expressible"], row
+                continue
+            assert row["status"] == "agree", row
+            assert row["frames"] == 2000 and row["disagree"] == 0, row
+            assert row["agree"] + row["skipped_by_hook"] == 2000, row
+            assert row["agree"] >= 800 and row["counters_agree"], row
+
+
 def _off_by_one(policy: ir.Policy) -> ir.Policy:
     """The emitter bug the test plants: every port match is shifted by one."""
     def shift(m):
