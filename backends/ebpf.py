@@ -9,6 +9,11 @@ Formats: ``o`` (default; an ELF object libbpf and ``bpftool prog load`` accept, 
 the C source and the exact clang command beside it) and ``c`` (the C alone).
 Programs are named ``pfc_xdp``, ``pfc_tc``, ``pfc_socket``; the counters of ``count``
 rules live in the per-CPU array ``pfc_counters`` indexed by rule index (``meta``).
+Large address sets are maps (``LPM_TRIE``, or a /24 bitmap in two arrays for large IPv4
+sets) whose contents travel in ``STEM.HOOK.maps.json``
+(both formats; ``meta["maps"]``, ``meta["maps_file"]``): loaders fill them with
+:func:`pfc.backends.ebpf_maps.open_filled`. ``group_runs`` runs first, so a blocklist
+written as rules becomes one set too.
 
 What each hook sees (``view``), measured on Linux 6.18 (docs/ebpf.md):
 
@@ -27,7 +32,7 @@ from importlib.resources import files
 import jinja2
 
 from pfc import ir, packets, toolchain
-from pfc.backends import ebpf_plan
+from pfc.backends import ebpf_maps, ebpf_plan
 from pfc.backends.base import Artifact, Backend, Options, artifact_name
 from pfc.diagnostics import CompileError, Diagnostic, Note, error
 from pfc.toolchain import ToolchainError
@@ -57,7 +62,10 @@ _ENV = _environment()
 
 def render(policy: ir.Policy, hook: str) -> str:
     """The C source of ``policy`` for ``hook``."""
-    plan = ebpf_plan.program_plan(policy, hook)
+    return render_plan(policy, ebpf_plan.program_plan(policy, hook))
+
+
+def render_plan(policy: ir.Policy, plan: ebpf_plan.ProgramPlan) -> str:
     source = _SAFE_SOURCE.sub("?", policy.source.rsplit("/", 1)[-1])[:80]
     return _ENV.get_template("prog.c.j2").render(plan=plan, source=source)
 
@@ -70,12 +78,17 @@ def _stem(policy: ir.Policy, hook: str) -> str:
 
 def emit(policy: ir.Policy, options: Options) -> Artifact:
     hook = options.hook or options.target
-    text = render(policy, hook)
+    plan = ebpf_plan.program_plan(policy, hook)
+    text = render_plan(policy, plan)
     stem = _stem(policy, hook)
     meta = {"program": PROGRAM[hook], "counters": COUNTERS_MAP if policy.count_rules
             else None, "count_rules": [r.index for r in policy.count_rules]}
+    data = {}
+    if plan.sets:
+        meta |= {"maps": ebpf_maps.maps_meta(plan.sets), "maps_file": f"{stem}.maps.json"}
+        data = {f"{stem}.maps.json": ebpf_maps.maps_file(plan.sets)}
     if options.format == "c":
-        return Artifact(options.target, hook, "c", text, {f"{stem}.c": text.encode()},
+        return Artifact(options.target, hook, "c", text, {f"{stem}.c": text.encode()} | data,
                         policy, meta)
     try:
         built = toolchain.compile_c(text, stem)
@@ -85,7 +98,7 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
                f"# source as {stem}.c (`pfc compile -o` may have renamed both).\n"
                f"{built.command}\n")
     files_ = {f"{stem}.o": built.obj, f"{stem}.c": text.encode(),
-              f"{stem}.clang.txt": command.encode()}
+              f"{stem}.clang.txt": command.encode()} | data
     return Artifact(options.target, hook, "o", None, files_, policy,
                     meta | {"clang": built.command})
 
@@ -128,10 +141,18 @@ def _run(artifact: Artifact, frames: list[bytes]):
     return ebpf_run.run(artifact, frames)
 
 
+def _passes() -> tuple:
+    """``group_runs``: runs of terminal rules differing in one value become one list
+    match (one map lookup when the list is long)."""
+    from pfc.passes.group import group_runs
+
+    return (group_runs,)
+
+
 def _backend(hook: str) -> Backend:
     supports = ALL_FEATURES - ({"redirect"} if hook == "socket" else set())
     return Backend(name=hook, description=DESCRIPTIONS[hook], supports=supports,
-                   formats=("o", "c"), hooks=(hook,), emit=emit,
+                   formats=("o", "c"), hooks=(hook,), emit=emit, passes=_passes(),
                    binary_formats=frozenset(("o",)), run=_run, view=view)
 
 

@@ -27,6 +27,7 @@ import weakref
 from contextlib import contextmanager
 
 from pfc import bpf, ir
+from pfc.backends import ebpf_maps
 from pfc.backends.base import Artifact, KernelUnavailable, Observation
 
 XDP_DROP, XDP_PASS = 1, 2
@@ -48,24 +49,16 @@ class TestRunRefused(ValueError):
 _loaded: dict[int, bpf.Object] = {}
 
 
-def _object_bytes(artifact: Artifact) -> bytes:
-    name = next(iter(artifact.files))
-    if artifact.format == "o":
-        return artifact.files[name]
-    from pfc import toolchain
-
-    return toolchain.compile_c(artifact.text or "", name.rsplit(".", 1)[0]).obj
-
-
 def loaded(artifact: Artifact) -> bpf.Object:
-    """The artifact's object, loaded once and closed when the artifact is collected."""
+    """The artifact's object, loaded once (maps filled) and closed when the artifact is
+    collected."""
     key = id(artifact)
     obj = _loaded.get(key)
     if obj is None or obj.closed:
         why = _privileges()
         if why:
             raise KernelUnavailable(why)
-        obj = bpf.Object(_object_bytes(artifact), artifact.meta["program"])
+        obj = ebpf_maps.open_filled(artifact)
         _loaded[key] = obj
         weakref.finalize(artifact, _forget, key, obj)
     return obj

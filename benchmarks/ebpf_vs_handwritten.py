@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from pfc import bpf, toolchain
+from pfc.backends import ebpf_maps
 from pfc.commands import build_artifact
 from pfc.pipeline import compile_path
 
@@ -55,7 +56,7 @@ def programs() -> dict[tuple[str, str], tuple[bpf.Object, bpf.Program]]:
         artifact, diags = build_artifact(compiled, hook, "o")
         if artifact is None:
             raise SystemExit(f"pfc could not compile {EXAMPLE} for {hook}: {diags}")
-        obj = bpf.Object(artifact.files[next(iter(artifact.files))], f"pfc_{hook}")
+        obj = ebpf_maps.open_filled(artifact)  # the maps of large sets, if any
         out[hook, "pfc"] = obj, obj.programs[f"pfc_{hook}"]
         source = (HERE / "handwritten" / f"edge_drop_{hook}.c").read_text()
         hand = bpf.Object(toolchain.compile_c(source, f"edge_drop_{hook}").obj, hook)

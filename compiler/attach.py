@@ -21,7 +21,8 @@ Both targets' programs read the frame from its Ethernet header, as an ``AF_PACKE
 with ``ValueError``, since the same program would read other bytes there.
 
 - ``socket`` (eBPF, ``SO_ATTACH_BPF``): the artifact's ELF object (format ``o``) is
-  loaded (the verifier runs; a refusal raises :class:`pfc.bpf.BpfError`) and its program
+  loaded (the verifier runs; a refusal raises :class:`pfc.bpf.BpfError`), the maps of
+  its large address sets filled from the artifact's maps file, and its program
   attached. The returned handle keeps the object open, so the counters of ``count``
   rules stay readable; the socket holds its own reference to the program, so the
   filter keeps working if the handle is dropped.
@@ -95,9 +96,9 @@ def attach_socket(sock: socket.socket, artifact: Artifact) -> SocketFilter:
                          f"`{artifact.target}` (`pfc load` attaches that one)")
     if artifact.format != "o":
         raise ValueError("attach_socket needs the ELF object: compile with format `o`")
-    from pfc import bpf
+    from pfc.backends import ebpf_maps
 
-    obj = bpf.Object(next(iter(artifact.files.values())), artifact.meta["program"])
+    obj = ebpf_maps.open_filled(artifact)
     try:
         fd = obj.programs[artifact.meta["program"]].fd
         sock.setsockopt(SOL_SOCKET, SO_ATTACH_BPF, fd)

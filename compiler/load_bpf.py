@@ -20,7 +20,10 @@ future extensions", ``bpf_lookup`` in kernel/bpf/inode.c), hence ``_new``.
   EOPNOTSUPP ("Underlying driver does not support XDP in native mode").
 - tc: :mod:`pfc.load_tc`, on the pins and object helpers here.
 
-Counters: the new program's map starts at zero on every load (a replace too).
+Counters: the new program's map starts at zero on every load (a replace too). The maps
+of large address sets are filled from the artifact's maps file right after the object
+is loaded (``ebpf_maps.open_filled``), before anything is attached; they are not
+pinned (the attached program holds them).
 """
 
 from __future__ import annotations
@@ -120,11 +123,14 @@ def read_counters(record: state.Record) -> dict[int, tuple[int, int]] | None:
 # ----------------------------------------------------------------------- objects
 
 def open_object(plan: Plan) -> bpf.Object:
-    """Load the artifact's ELF object: the verifier runs here, before any change."""
+    """Load the artifact's ELF object and fill its set maps (``ebpf_maps.open_filled``):
+    the verifier runs here, before any change, and the program is attached only with
+    its sets in place (a replace loads a new object with new maps)."""
+    from pfc.backends import ebpf_maps
+
     artifact = plan.artifact
-    elf = next(iter(artifact.files.values()))
     try:
-        return bpf.Object(elf, artifact.meta["program"])
+        return ebpf_maps.open_filled(artifact)
     except BpfError as exc:
         raise LoadError(f"the kernel refused program {artifact.meta['program']}: "
                         f"{os.strerror(exc.errno)}; nothing was changed",

@@ -286,14 +286,15 @@ def _big_set(n: int) -> tuple[str, list[str]]:
 
 @kernel
 @pytest.mark.parametrize("hook", HOOKS)
-def test_large_sets_are_searched_in_a_table(hook):
-    """More than 32 prefixes of a family: a sorted interval table searched with
-    bpf_loop. Edges of every interval (first, last, one outside) and sampled frames."""
+def test_large_sets_are_looked_up_in_lpm_maps(hook):
+    """More than 32 prefixes of a family: an LPM_TRIE map per rule and family, filled
+    when the object is loaded (tests/test_ebpf_maps.py has more). Edges of every prefix
+    (first, last, one outside) and sampled frames."""
     define, nets = _big_set(300)
     text = define + "drop src $big\ncount dst $big\npass tcp !dst $big\ndefault drop\n"
     artifact = build(text, hook)
     source = ebpf.render(artifact.policy, hook)
-    assert "bpf_loop(" in source and source.count("static const struct pfc_iv") == 2
+    assert source.count("BPF_MAP_TYPE_LPM_TRIE") == 6 and len(artifact.meta["maps"]) == 6
     edges = []
     for net in map(ipaddress.ip_network, nets[::7]):
         for addr in (net[0], net[-1], net[0] - 1, net[-1] + 1):
