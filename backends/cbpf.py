@@ -19,11 +19,14 @@ Runners: :func:`run_kernel` (the Backend's ``run``: the program attached with
 
 from __future__ import annotations
 
+import itertools
+
 from pfc import ir, packets
-from pfc.backends import cbpf_asm, cbpf_cfg, cbpf_opt
+from pfc.backends import cbpf_asm, cbpf_cfg, cbpf_match, cbpf_opt
 from pfc.backends.base import Artifact, Backend, Observation, Options, artifact_name
 from pfc.backends.cbpf_ir import MAX_INSNS
-from pfc.diagnostics import CompileError, error
+from pfc.diagnostics import CompileError, Diagnostic, error
+from pfc.pipeline import paused_gc
 
 FORMATS = ("asm", "c", "ddd", "bin")
 EXTENSIONS = {"asm": "asm", "c": "c", "ddd": "ddd", "bin": "bin"}
@@ -33,7 +36,11 @@ Insn = cbpf_asm.Insn
 
 def compile_policy(policy: ir.Policy, optimise: bool = True) -> list[Insn]:
     """The program's instructions (``(code, jt, jf, k)``); CompileError if the kernel
-    could not take it (more than BPF_MAXINSNS = 4096 instructions)."""
+    could not take it (more than BPF_MAXINSNS = 4096 instructions): at once, before
+    any graph is built, when the matches alone need far more (``too_large``)."""
+    early = too_large(policy)
+    if early is not None:
+        raise CompileError([early])
     graph = cbpf_cfg.build(policy)
     if optimise:
         cbpf_opt.optimise(graph, cbpf_cfg.IMPLICATIONS)
@@ -52,6 +59,48 @@ def _too_long(policy: ir.Policy, size: int):
                  hint="split the policy, or use an eBPF target (socket, tc, xdp)")
 
 
+def too_large(policy: ir.Policy, margin: int = 2) -> Diagnostic | None:
+    """An error on the largest rule when the policy's matches need more than ``margin``
+    times BPF_MAXINSNS tests (``cbpf_match.tests_needed``), else None. Classic BPF has
+    no maps: a set of N addresses is N to 2N tests, and the optimiser and assembler
+    take minutes at 100k (docs/cbpf.md). The margin leaves the cases in between to the
+    real count: the optimiser removes tests earlier rules decide."""
+    sizes = [(sum(cbpf_match.tests_needed(m, r.family.versions) for m in r.matches), r)
+             for r in policy.rules if r.family is not ir.Family.ANY]
+    total = sum(n for n, _ in sizes)
+    if total <= margin * MAX_INSNS:
+        return None
+    size, rule = max(sizes, key=lambda pair: pair[0])
+    if size <= MAX_INSNS:  # many small rules: name the one that passes the limit
+        running = itertools.accumulate(n for n, _ in sizes)
+        crossing = next(r for (_, r), sum_ in zip(sizes, running, strict=True)
+                        if sum_ > MAX_INSNS)
+        return _too_large(f"the policy's {len(policy.rules):,} rules need about "
+                          f"{total:,} classic BPF instructions (this one passes "
+                          f"{MAX_INSNS})", crossing.span)
+    return _too_large(f"this rule needs about {size:,} classic BPF instructions"
+                      f"{_biggest_list(rule)}" + (f", the whole policy about {total:,}"
+                                                  if len(sizes) > 1 else ""), rule.span)
+
+
+def _biggest_list(rule: ir.Rule) -> str:
+    lists = [(len(m.prefixes), "addresses and prefixes", m.field) if isinstance(
+        m, ir.AddrMatch) else (len(m.ranges), "values and ranges", m.field)
+        for m in rule.matches if isinstance(m, (ir.AddrMatch, ir.IntMatch))]
+    if not lists:
+        return ""
+    count, what, field = max(lists)
+    return f" ({count:,} {what} in `{field}`)"
+
+
+def _too_large(what: str, span) -> Diagnostic:
+    return error(f"target `cbpf`: {what}; the kernel takes at most {MAX_INSNS} "
+                 "(BPF_MAXINSNS), and classic BPF has no maps or sets: every entry is a "
+                 "test of its own", span, code="too-large",
+                 hint="socket, tc and xdp (eBPF maps), nft and iptables (sets) take large "
+                 f"sets; cbpf fits about {MAX_INSNS * 3 // 4:,} addresses (docs/cbpf.md)")
+
+
 def render(insns: list[Insn], fmt: str) -> str | bytes:
     if fmt == "asm":
         return cbpf_asm.to_asm(insns)
@@ -64,6 +113,7 @@ def render(insns: list[Insn], fmt: str) -> str | bytes:
     raise ValueError(f"target `cbpf` has no format `{fmt}`; formats: {', '.join(FORMATS)}")
 
 
+@paused_gc()
 def emit(policy: ir.Policy, options: Options) -> Artifact:
     fmt = options.format or FORMATS[0]
     insns = compile_policy(policy)

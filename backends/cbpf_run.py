@@ -33,12 +33,14 @@ import errno
 import os
 import socket
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from pyroute2 import IPRoute
-
-from pfc import ir, netns
+from pfc import ir
 from pfc.backends import cbpf_asm
 from pfc.backends.base import KernelUnavailable, Observation
+
+if TYPE_CHECKING:  # pyroute2 and pfc.netns load on first use: `pfc compile` needs neither
+    from pfc import netns
 
 CHUNK = 200  # frames per marker
 ETH_HLEN = 14
@@ -57,6 +59,8 @@ class Session:
     """One namespace, an injector and a marker socket, for many programs."""
 
     def __init__(self, lab: netns.Lab) -> None:
+        from pfc import netns
+
         self.lab = lab
         self.inj = netns.Injector(lab.inj)
         self.mark = netns.packet_socket(lab.dut)
@@ -69,6 +73,8 @@ class Session:
     def judge(self, program: list[tuple[int, int, int, int]],
               frames: list[bytes]) -> list[bytes | None]:
         """What the filtered socket received for each frame (None: dropped)."""
+        from pfc import netns
+
         make_room(program)
         sock = netns.packet_socket(self.lab.dut)
         try:
@@ -85,6 +91,8 @@ class Session:
             sock.close()
 
     def _batch(self, sock: socket.socket, frames: list[bytes]) -> list[bytes | None]:
+        from pfc import netns
+
         self.seq += 1
         for frame in frames:
             self.inj.send(presented(frame))
@@ -173,6 +181,10 @@ _current: Session | None = None
 def session() -> Iterator[Session]:
     """A namespace kept for every ``run`` inside the block (kernel tests use one)."""
     global _current
+    from pyroute2 import IPRoute
+
+    from pfc import netns
+
     why = netns.missing_privileges()
     if why:
         raise KernelUnavailable(why)

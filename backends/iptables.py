@@ -30,13 +30,16 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from importlib import resources
-
-import jinja2
+from typing import TYPE_CHECKING
 
 from pfc import ir
 from pfc.backends import iptables_lower as low
 from pfc.backends.base import Artifact, Backend, Options, artifact_name, check_dev, check_name
 from pfc.backends.iptables_text import describe
+from pfc.pipeline import paused_gc
+
+if TYPE_CHECKING:  # jinja2 loads on first render
+    import jinja2
 
 HOOKS = {"raw-prerouting": ("raw", "PREROUTING"), "filter-input": ("filter", "INPUT")}
 FAMILIES = {4: ("iptables", "IPv4", "inet"), 6: ("ip6tables", "IPv6", "inet6")}
@@ -140,6 +143,7 @@ def family_files(policy: ir.Policy, s: Setup, lowering: low.Lowering) -> dict[in
     return out
 
 
+@paused_gc()
 def emit(policy: ir.Policy, options: Options) -> Artifact:
     s = setup(options)
     lowering = low.Lowering(options.table.lower())
@@ -191,6 +195,8 @@ def _ipset_text(env: jinja2.Environment, policy: ir.Policy, lowering: low.Loweri
 
 @functools.cache
 def _environment() -> jinja2.Environment:
+    import jinja2
+
     root = resources.files("pfc.templates")
     return jinja2.Environment(
         loader=jinja2.FunctionLoader(lambda n: (root / n).read_text()),

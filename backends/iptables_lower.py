@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from pfc import ir
+from pfc import ir, values
 from pfc.backends import iptables_u32 as u
 from pfc.diagnostics import CompileError, error
 
@@ -128,13 +128,7 @@ class Lowering:
 def outermost(nets: list[ir.IPNetwork]) -> tuple[ir.IPNetwork, ...]:
     """The prefixes not inside another one of the list, sorted (the same addresses;
     linear after sorting, so a 100k-entry set stays fast)."""
-    out: list[ir.IPNetwork] = []
-    end = -1
-    for net in sorted(nets, key=lambda n: (int(n.network_address), n.prefixlen)):
-        if int(net.network_address) > end:
-            out.append(net)
-            end = int(net.broadcast_address)
-    return tuple(out)
+    return tuple(values.outermost(nets))
 
 
 def protocol(rule: ir.Rule, family: int) -> Alts:

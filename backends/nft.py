@@ -24,8 +24,7 @@ import functools
 import json
 from dataclasses import dataclass
 from importlib import resources
-
-import jinja2
+from typing import TYPE_CHECKING
 
 from pfc import ir
 from pfc.backends import nft_expr as x
@@ -34,6 +33,10 @@ from pfc.backends import nft_redirect as redir
 from pfc.backends.base import Artifact, Backend, Options, artifact_name, check_dev, check_name
 from pfc.backends.iptables_text import describe
 from pfc.diagnostics import CompileError, Diagnostic, error
+from pfc.pipeline import paused_gc
+
+if TYPE_CHECKING:  # jinja2 loads on first render
+    import jinja2
 
 # hook -> (family, chain name, priority)
 HOOKS = {"ingress": ("netdev", "ingress", 0), "prerouting": ("inet", "prerouting", -300),
@@ -176,20 +179,44 @@ def lower(policy: ir.Policy, options: Options) -> Lowered:
                    list(lowering.sets.values()), fix_chains(found))
 
 
+@paused_gc()
 def emit(policy: ir.Policy, options: Options) -> Artifact:
     lowered = lower(policy, options)
     s = lowered.setup
-    text = render_text(policy, lowered)
-    body = json.dumps(render_json(lowered), indent=1) + "\n"
     fmt = options.format or "nft"
-    main = text if fmt == "nft" else body
+    forms = {"text": functools.partial(render_text, policy, lowered),
+             "json": functools.partial(json_text, lowered)}
+    main = forms.pop("text" if fmt == "nft" else "json")()
     files = {artifact_name(policy, "nft", "nft" if fmt == "nft" else "json"): main.encode()}
-    meta = {"family": s.family, "table": s.table, "chain": s.chain, "hook": s.hook,
-            "dev": s.dev, "priority": s.priority,
-            "counters": {r.index: counter_name(r.index) for r in policy.count_rules},
-            "sets": sorted(st.name for st in lowered.sets), "chains": sorted(lowered.chains),
-            "text": text, "json": body}
+    meta = LazyMeta({"family": s.family, "table": s.table, "chain": s.chain,
+                     "hook": s.hook, "dev": s.dev, "priority": s.priority,
+                     "counters": {r.index: counter_name(r.index) for r in policy.count_rules},
+                     "sets": sorted(st.name for st in lowered.sets),
+                     "chains": sorted(lowered.chains),
+                     "text" if fmt == "nft" else "json": main}, forms)
     return Artifact("nft", s.hook, fmt, main, files, policy, meta)
+
+
+class LazyMeta(dict):
+    """``meta`` whose other form (``text`` or ``json``: the one not asked for) is
+    rendered on first use (``meta["json"]`` in ``load_nft``): at 100k set elements each
+    form costs about a second."""
+
+    def __init__(self, data: dict, lazy: dict) -> None:
+        super().__init__(data)
+        self._lazy = lazy
+
+    def __missing__(self, key: str) -> object:
+        if key not in self._lazy:
+            raise KeyError(key)
+        value = self[key] = self._lazy.pop(key)()
+        return value
+
+    def get(self, key: str, default: object = None) -> object:
+        return self[key] if key in self else default
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or key in self._lazy
 
 
 def render_text(policy: ir.Policy, lowered: Lowered) -> str:
@@ -211,6 +238,10 @@ def _element_lines(st: low.NftSet) -> list[str]:
     lines = [", ".join(texts[i:i + ELEMENTS_PER_LINE])
              for i in range(0, len(texts), ELEMENTS_PER_LINE)]
     return [line + ("," if i < len(lines) - 1 else "") for i, line in enumerate(lines)]
+
+
+def json_text(lowered: Lowered) -> str:
+    return json.dumps(render_json(lowered), indent=1) + "\n"
 
 
 def render_json(lowered: Lowered) -> dict:
@@ -242,6 +273,8 @@ def render_json(lowered: Lowered) -> dict:
 
 @functools.cache
 def _environment() -> jinja2.Environment:
+    import jinja2
+
     root = resources.files("pfc.templates")
     return jinja2.Environment(
         loader=jinja2.FunctionLoader(lambda n: (root / n).read_text()),

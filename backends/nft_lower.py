@@ -34,7 +34,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
-from pfc import ir
+from pfc import ir, values
 from pfc.backends import nft_expr as x
 from pfc.backends.base import check_name
 from pfc.backends.nft_expr import Node as Term
@@ -284,14 +284,7 @@ def outermost(prefixes: tuple[ir.IPNetwork, ...], version: int) -> list[ir.IPNet
     hit = _OUTERMOST.get((id(prefixes), version))
     if hit is not None and hit[0] is prefixes:
         return hit[1]
-    out: list[ir.IPNetwork] = []
-    end = -1
-    nets = sorted((p for p in prefixes if p.version == version),
-                  key=lambda n: (int(n.network_address), n.prefixlen))
-    for net in nets:
-        if int(net.network_address) > end:
-            out.append(net)
-            end = int(net.broadcast_address)
+    out = values.outermost(p for p in prefixes if p.version == version)
     if len(_OUTERMOST) > 256:
         _OUTERMOST.clear()
     _OUTERMOST[(id(prefixes), version)] = (prefixes, out)

@@ -112,13 +112,13 @@ class Checker:
                                     stmt.path.span, code="set-file"))
             return None
         self.sources[src.name] = src
-        atoms, diags = read_set_file(src)
+        atoms, diags = read_set_file(src, stmt.name)
         self.diags.extend(diags)
         if not atoms and not diags:
             self.diags.append(error(f"set file `{path}` has no entries", stmt.path.span,
                                     hint="an empty set would match nothing; comment the "
                                     "rules out instead", code="empty-set"))
-        return None if diags or not atoms else [_via(a, stmt.name) for a in atoms]
+        return None if diags or not atoms else atoms
 
     def _default(self, stmt: Default) -> None:
         if self.default is not None:

@@ -6,6 +6,9 @@ The CLI, the language server, ``pfc verify`` and ``pfc load`` all call
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +42,26 @@ class Compiled:
         return self.policy
 
 
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection inside: a 100k-entry set allocates ~10^6 objects,
+    none in a cycle, and every full collection would walk all of them again (a third
+    of the front end's time at 100k). Nests; restores the collector as it found it."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def compile_source(source: SourceFile, read_set: ReadSet | None = None) -> Compiled:
+    with paused_gc():
+        return _compile_source(source, read_set)
+
+
+def _compile_source(source: SourceFile, read_set: ReadSet | None) -> Compiled:
     sources = {source.name: source}
     module, diags = parse(source)
     policy, check_diags = check(module, sources, read_set)

@@ -162,6 +162,48 @@ def test_a_policy_beyond_4096_instructions_names_its_rule_count() -> None:
     assert "260 rules need" in message and f"at most {MAX_INSNS}" in message
 
 
+def _set_policy(tmp_path: Path, entries: int) -> Path:
+    """``drop src $block`` over ``entries`` IPv4 hosts (a set file)."""
+    (tmp_path / "block.txt").write_text("".join(
+        f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}\n" for i in range(1, 2 * entries, 2)))
+    path = tmp_path / "big.pf"
+    path.write_text('set block = file "block.txt"\ndefault pass\npass udp dport 53\n'
+                    "drop src $block\n")
+    return path
+
+
+def test_a_set_far_beyond_the_limit_fails_before_any_graph_is_built(tmp_path, monkeypatch):
+    """Classic BPF has no maps: 10k addresses are ~10k tests. The error comes from the
+    size estimate, on the rule with the set, before cbpf_cfg/cbpf_opt/cbpf_asm run
+    (which take minutes at 100k)."""
+    compiled = compile_path(_set_policy(tmp_path, 10_000))
+    monkeypatch.setattr(cbpf.cbpf_cfg, "build", lambda policy: pytest.fail("built"))
+    artifact, diags = build_artifact(compiled, "cbpf")
+    assert artifact is None and len(diags) == 1
+    d = diags[0]
+    assert d.code == "too-large" and d.span == compiled.policy.rules[1].span
+    assert "about 10,000 classic BPF instructions (10,000 addresses and prefixes in " \
+           "`src`), the whole policy about 10,001" in d.message
+    assert f"at most {MAX_INSNS} (BPF_MAXINSNS)" in d.message and "no maps" in d.message
+    assert all(t in d.hint for t in ("socket", "tc", "xdp", "nft", "iptables"))
+
+
+def test_many_small_rules_far_beyond_the_limit_name_the_rule_that_passes_it() -> None:
+    text = "".join(f"drop src 10.{i >> 8}.{i & 255}.0/24\n" for i in range(4200))
+    policy = compile_text(text).require()
+    d = cbpf.too_large(policy)
+    assert d is not None and d.code == "too-large"
+    assert "the policy's 4,200 rules need about 8,400 classic BPF instructions" in d.message
+    assert d.span == policy.rules[2048].span  # 2 tests each: rule 2049 passes 4096
+
+
+def test_a_set_within_the_limit_compiles(tmp_path) -> None:
+    compiled = compile_path(_set_policy(tmp_path, 2_000))
+    assert cbpf.too_large(compiled.policy) is None
+    insns = cbpf.compile_policy(compiled.policy)
+    assert 2_000 < len(insns) <= MAX_INSNS
+
+
 def _many_rules(count: int) -> str:
     """IPv6 rules that share nothing but the header checks: ~17 instructions each."""
     def address(head: str, i: int) -> str:
@@ -413,3 +455,14 @@ def test_the_kernel_refuses_a_broken_program(kernel_session) -> None:
 
 def test_socket_module_constants() -> None:
     assert socket.AF_PACKET == 17 and cbpf_run.PACKET_OUTGOING == socket.PACKET_OUTGOING
+
+
+@kernel
+def test_the_largest_sets_cbpf_takes_judge_right_in_the_kernel(kernel_session,
+                                                                tmp_path) -> None:
+    """3,000 hosts: ~3,000 tests, near BPF_MAXINSNS (docs/cbpf.md), in the kernel."""
+    compiled = compile_path(_set_policy(tmp_path, 3_000))
+    artifact, diags = build_artifact(compiled, "cbpf")
+    assert artifact is not None, diags
+    assert 3_000 < artifact.meta["length"] <= MAX_INSNS
+    check(artifact, gen.sample(artifact.policy, 1500, seed=8), CBPF)
