@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
 import socket
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -164,16 +163,6 @@ def match(sent: list[bytes], got: list[bytes]) -> list[bytes | None]:
     return out
 
 
-@contextlib.contextmanager
-def _pinned() -> Iterator[None]:
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {min(before)})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
-
-
 _current: Session | None = None
 
 
@@ -189,7 +178,7 @@ def session() -> Iterator[Session]:
     if why:
         raise KernelUnavailable(why)
     previous = _current
-    with netns.lab() as lab, _pinned():
+    with netns.lab() as lab, netns.one_cpu():
         with IPRoute() as ipr:
             for ifname in (lab.inj, lab.dut):
                 ipr.link("set", index=ipr.link_lookup(ifname=ifname)[0], mtu=MAX_MTU)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import weakref
-from contextlib import contextmanager
 
 from pfc import bpf, ir
 from pfc.backends import ebpf_maps
@@ -138,18 +137,6 @@ def run(artifact: Artifact, frames: list[bytes]) -> Observation:
 
 # ------------------------------------------------------------------- the real tc hook
 
-@contextmanager
-def _one_cpu():
-    """Pin this thread to one CPU: a frame and the marker after it then go through the
-    same per-CPU backlog, in order."""
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {min(before)})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
-
-
 def run_attached_tc(prog: bpf.Program, frames: list[bytes]) -> list[tuple[ir.Verdict, bytes]]:
     """Frames through the program attached at clsact ingress of a veth (IPv4 and IPv6
     EtherTypes only: the marker frames that end each step never meet it).
@@ -164,7 +151,7 @@ def run_attached_tc(prog: bpf.Program, frames: list[bytes]) -> list[tuple[ir.Ver
     if netns.missing_privileges():
         raise KernelUnavailable(netns.missing_privileges())
     out = []
-    with netns.lab() as lab, IPRoute() as ipr, _one_cpu():
+    with netns.lab() as lab, IPRoute() as ipr, netns.one_cpu():
         ipr.tc("add", "clsact", lab.dut_index)
         for prio, proto in enumerate((ETH_P_IP, ETH_P_IPV6), start=1):
             ipr.tc("add-filter", "bpf", lab.dut_index, ":1", fd=prog.fd, name="pfc",

@@ -19,16 +19,15 @@ Nothing in the lab may enable conntrack: with conntrack on, nf_defrag_ipv4 (prio
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import struct
-from collections.abc import Iterator
 
 from pyroute2 import IPRoute
 
 from pfc import framebuild as fb
-from pfc import netns, packets
+from pfc import ir, netns, packets
+from pfc.backends.base import Observation
 
 MARK_MAC = bytes.fromhex("027066630001")  # source MAC of batch markers
 SEND_MAC = bytes.fromhex("027066630002")  # source MAC of injected frames
@@ -68,16 +67,13 @@ def sysctl(path: str, value: str) -> None:
         f.write(value)
 
 
-@contextlib.contextmanager
-def pinned() -> Iterator[None]:
-    """Send from one CPU: veth queues each frame on the sending CPU's backlog, so
-    frames sent from one CPU are processed in the order sent."""
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {min(before)})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
+def observation(frames: list[bytes], seen: list[bytes | None],
+                counters: dict | None) -> Observation:
+    """A runner's ``Observation``: ``seen[i]`` is the IP packet that came out behind the
+    hook for ``frames[i]`` (None: dropped), given back its Ethernet header."""
+    verdicts = [ir.Verdict.DROP if s is None else ir.Verdict.PASS for s in seen]
+    out = [None if s is None else f[:14] + s for f, s in zip(frames, seen, strict=True)]
+    return Observation(verdicts, out, counters)
 
 
 def ip_marker(seq: int, dst_mac: bytes) -> bytes:

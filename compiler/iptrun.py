@@ -34,7 +34,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from pfc import iplab, ir, netns
+from pfc import iplab, netns
 from pfc.backends.base import Artifact, KernelUnavailable, Observation
 
 MARK_MAC, SEND_MAC = iplab.MARK_MAC, iplab.SEND_MAC
@@ -167,8 +167,8 @@ def session() -> Iterator[Session]:
     if reason:
         raise KernelUnavailable(reason)
     previous = _current
-    with netns.lab() as lab, _pinned():
-        _configure(lab)
+    with netns.lab() as lab, netns.one_cpu():
+        iplab.configure(lab)
         log, inj = Nflog(NFLOG_GROUP), netns.Injector(lab.inj)
         _current = Session(lab, log, inj)
         try:
@@ -182,20 +182,13 @@ def session() -> Iterator[Session]:
 _current: Session | None = None
 
 
-_pinned = iplab.pinned
-_configure = iplab.configure
-
-
 def run(artifact: Artifact, frames: list[bytes]) -> Observation:
     """``Backend.run`` for iptables: in the current ``session()``, or a fresh one."""
     if _current is None:
         with session():
             return run(artifact, frames)
     _current.load(artifact)
-    seen = _current.judge(frames)
-    verdicts = [ir.Verdict.DROP if s is None else ir.Verdict.PASS for s in seen]
-    out = [None if s is None else f[:14] + s for f, s in zip(frames, seen, strict=True)]
-    return Observation(verdicts, out, _current.counters(artifact))
+    return iplab.observation(frames, _current.judge(frames), _current.counters(artifact))
 
 
 # -------------------------------------------------------------------------- view

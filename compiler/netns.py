@@ -138,6 +138,18 @@ def cleanup_stale(prefix: str = PREFIX) -> list[str]:
 
 # ---------------------------------------------------------------------------- sockets
 
+@contextlib.contextmanager
+def one_cpu() -> Iterator[None]:
+    """Run the block (this thread) on one CPU: veth queues each frame on the sending
+    CPU's backlog, so frames sent from one CPU are processed in the order sent."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(before)})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
 def packet_socket(ifname: str, protocol: int = ETH_P_ALL) -> socket.socket:
     """An AF_PACKET raw socket bound to ``ifname``, in the current namespace."""
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(protocol))

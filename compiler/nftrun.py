@@ -32,7 +32,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pfc import iplab, ir, netns
+from pfc import iplab, netns
 from pfc.backends.base import Artifact, KernelUnavailable, Observation
 
 NFLOG_GROUP = 4712
@@ -205,7 +205,7 @@ def session(dut: str | None = None) -> Iterator[Session]:
     if reason:
         raise KernelUnavailable(reason)
     previous = _current
-    with netns.lab() as lab, iplab.pinned():
+    with netns.lab() as lab, netns.one_cpu():
         if dut is not None:
             lab = netns.rename_dut(lab, dut)
         iplab.configure(lab)
@@ -225,7 +225,4 @@ def run(artifact: Artifact, frames: list[bytes]) -> Observation:
         with session():
             return run(artifact, frames)
     _current.load(artifact)
-    seen = _current.judge(frames)
-    verdicts = [ir.Verdict.DROP if s is None else ir.Verdict.PASS for s in seen]
-    out = [None if s is None else f[:14] + s for f, s in zip(frames, seen, strict=True)]
-    return Observation(verdicts, out, _current.counters(artifact))
+    return iplab.observation(frames, _current.judge(frames), _current.counters(artifact))
