@@ -238,14 +238,18 @@ def set_name(rule: int, field: str, version: int, repeat: int = 0) -> str:
 
 
 def addr_plan(m: ir.AddrMatch, version: int, name: str) -> MatchPlan:
-    """Inline word tests for a short list; maps named after ``name`` for a long one."""
+    """Inline word tests for a short list (as written, or once merged: 100k adjacent
+    hosts are 22 prefixes); maps named after ``name`` for a long one."""
     off, size = IP_FIELDS[version][m.field]
     nets = [n for n in m.prefixes if n.version == version]
     if len(nets) > INLINE_PREFIXES_MAX:
         prefixes = collapse(nets)
-        kind = "bitmap" if version == 4 and len(prefixes) > BITMAP_MIN_PREFIXES else "lpm"
-        return MatchPlan("addr", m.field, m.negated, "ip", off + size, off, size,
-                         setmap=SetMap(name, version, prefixes, kind))
+        if len(prefixes) > INLINE_PREFIXES_MAX:
+            kind = "bitmap" if version == 4 and len(prefixes) > BITMAP_MIN_PREFIXES else "lpm"
+            return MatchPlan("addr", m.field, m.negated, "ip", off + size, off, size,
+                             setmap=SetMap(name, version, prefixes, kind))
+        net_type = ipaddress.IPv4Network if version == 4 else ipaddress.IPv6Network
+        nets = [net_type(p) for p in prefixes]
     alternatives = tuple(prefix_words(n, off) for n in nets)
     return MatchPlan("addr", m.field, m.negated, "ip", off + size, off, size,
                      alternatives=alternatives)

@@ -40,5 +40,13 @@ def match_text(m: ir.Match) -> str:
     return f"{neg}payload[{where}] == 0x{m.data.hex()}"
 
 
+# A comment shows this many list values, then how many more: a list of 1,000 merged
+# rules on one comment line is 15 kB, which iptables-nft-restore refuses to parse.
+LISTED_MAX = 16
+
+
 def _listed(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else "{ " + ", ".join(items) + " }"
+    if len(items) == 1:
+        return items[0]
+    more = f", ... {len(items) - LISTED_MAX} more" if len(items) > LISTED_MAX else ""
+    return "{ " + ", ".join(items[:LISTED_MAX]) + more + " }"

@@ -262,9 +262,10 @@ TARGETS = Command("targets", "list targets with their hooks, formats and feature
 
 def all_commands() -> tuple[Command, ...]:
     """Every command, in `pfc --help` order (imported late: they import this module)."""
+    from pfc.cmd_bench import BENCH
     from pfc.cmd_load import LOAD, STATUS, UNLOAD
     from pfc.cmd_lsp import LSP
     from pfc.cmd_run import FRAMES, RUN
     from pfc.cmd_verify import VERIFY
-    return (CHECK, FMT, COMPILE, RUN, FRAMES, VERIFY, LOAD, UNLOAD, STATUS, TARGETS, LSP)
+    return (CHECK, FMT, COMPILE, RUN, FRAMES, VERIFY, BENCH, LOAD, UNLOAD, STATUS, TARGETS, LSP)
 

@@ -102,6 +102,15 @@ def test_short_lists_stay_inline_long_ones_become_maps():
     assert list(art.files) == ["gen.xdp.c", "gen.xdp.maps.json"]
 
 
+def test_a_long_list_that_merges_into_few_prefixes_is_tested_inline():
+    """1,000 adjacent hosts are 15 prefixes once merged: word tests, no map."""
+    hosts = [str(ipaddress.IPv4Address(0x0A000001 + i)) for i in range(1000)]
+    art = build(_define("s", hosts) + "drop src $s\n", "xdp", "c")
+    assert "maps" not in art.meta and "LPM_TRIE" not in art.text
+    merged = ebpf_plan.collapse([ipaddress.ip_network(h) for h in hosts])
+    assert len(merged) == 15
+
+
 def test_maps_file_holds_the_collapsed_prefixes_of_each_family():
     nets = _nets(300, 1)
     art = build(_define("a", nets) + "drop src $a\n", "tc", "c")
@@ -119,7 +128,7 @@ def test_maps_file_holds_the_collapsed_prefixes_of_each_family():
 
 
 def test_a_field_given_twice_gets_two_maps():
-    a, b = [f"10.0.{i}.0/24" for i in range(40)], [f"10.0.{i}.1" for i in range(40)]
+    a, b = [f"10.{i}.0.0/24" for i in range(40)], [f"10.0.{i}.1" for i in range(40)]
     art = build(_define("a", a) + _define("b", b) + "drop src $a src $b\n", "xdp", "c")
     assert {"pfc_r0_src4", "pfc_r0_src4_1"} == set(art.meta["maps"])
 
