@@ -184,12 +184,17 @@ def test_large_sets_agree_with_the_interpreter(hook):
     a, b = _nets(400, 2), _nets(120, 3)
     artifact = build(_define("a", a) + _define("b", b) + POLICY, hook)
     assert len(artifact.meta["maps"]) == 14
+    check(artifact, edge_frames(artifact, 5) + gen.sample(artifact.policy, 400, seed=21))
+
+
+def edge_frames(artifact, every: int) -> list[bytes]:
+    """Frames at ±1 of the edges of every ``every``-th collapsed prefix of each map."""
     frames = []
     for record in ebpf_maps.maps_of(artifact):
         nets = [ipaddress.ip_network(p) for p in record["prefixes"]]
         field = "dst" if "_dst" in record["name"] else "src"
-        frames += [_frame(x, field) for x in _edges(nets[::5])]
-    check(artifact, frames + gen.sample(artifact.policy, 400, seed=21))
+        frames += [_frame(x, field) for x in _edges(nets[::every])]
+    return frames
 
 
 def _mixed_v4(n: int, seed: int) -> list[str]:
@@ -215,12 +220,7 @@ def test_bitmap_sets_agree_with_the_interpreter(hook, tmp_path):
     assert artifact is not None, diags
     kinds = {r["name"]: r["type"] for r in ebpf_maps.maps_of(artifact)}
     assert kinds["pfc_r1_src4"] == "ipv4_bitmap" and kinds["pfc_r1_src6"] == "lpm_trie"
-    frames = []
-    for record in ebpf_maps.maps_of(artifact):
-        nets = [ipaddress.ip_network(p) for p in record["prefixes"]]
-        field = "dst" if "_dst" in record["name"] else "src"
-        frames += [_frame(x, field) for x in _edges(nets[::9])]
-    check(artifact, frames + gen.sample(artifact.policy, 300, seed=22))
+    check(artifact, edge_frames(artifact, 9) + gen.sample(artifact.policy, 300, seed=22))
 
 
 @kernel

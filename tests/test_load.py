@@ -137,23 +137,12 @@ def snapshot() -> dict[str, str]:
 
 # ----------------------------------------------------------------------- traffic
 
-@contextlib.contextmanager
-def one_cpu():
-    """Send from one CPU: the veth backlog then keeps the frames' order."""
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {min(before)})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
-
-
 def deliver(lab, frames: list[bytes]) -> None:
     """Inject frames; return once the hook has processed every one of them: a marker
     after them is seen by an ETH_P_ALL socket (after XDP, before tc/netfilter, and the
     kernel finishes a frame before it starts the next one on a CPU)."""
     seq = int.from_bytes(secrets.token_bytes(4), "big")
-    with one_cpu(), contextlib.closing(netns.packet_socket(lab.dut)) as every, \
+    with netns.one_cpu(), contextlib.closing(netns.packet_socket(lab.dut)) as every, \
             contextlib.closing(netns.Injector(lab.inj)) as inj:
         for frame in frames:
             inj.send(frame)
