@@ -1,7 +1,7 @@
 """Golden files: what every target emits for every example.
 
 tests/golden/<example>/<target>.<format> holds the text form (the first text format of
-the target); a rule a target cannot express gives its rendered error instead, in
+the target) and, for eBPF programs with large sets, <target>.maps.json; a rule a target cannot express gives its rendered error instead, in
 <target>.error. Regenerate all with ``pytest tests/test_golden.py --update-golden``.
 """
 
@@ -42,3 +42,6 @@ def test_golden_output(example: Path, target: str, golden) -> None:
         golden(GOLDEN / example.stem / f"{target}.error", text)
     else:
         golden(GOLDEN / example.stem / f"{target}.{fmt}", artifact.text)
+        if artifact.meta.get("maps_file"):  # eBPF sets: the maps' contents, filled at load
+            golden(GOLDEN / example.stem / f"{target}.maps.json",
+                   artifact.files[artifact.meta["maps_file"]].decode())
