@@ -26,7 +26,6 @@ from pfc.backends import cbpf_asm, cbpf_cfg, cbpf_match, cbpf_opt
 from pfc.backends.base import Artifact, Backend, Observation, Options, artifact_name
 from pfc.backends.cbpf_ir import MAX_INSNS
 from pfc.diagnostics import CompileError, Diagnostic, error
-from pfc.pipeline import paused_gc
 
 FORMATS = ("asm", "c", "ddd", "bin")
 EXTENSIONS = {"asm": "asm", "c": "c", "ddd": "ddd", "bin": "bin"}
@@ -113,7 +112,6 @@ def render(insns: list[Insn], fmt: str) -> str | bytes:
     raise ValueError(f"target `cbpf` has no format `{fmt}`; formats: {', '.join(FORMATS)}")
 
 
-@paused_gc()
 def emit(policy: ir.Policy, options: Options) -> Artifact:
     fmt = options.format or FORMATS[0]
     insns = compile_policy(policy)

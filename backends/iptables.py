@@ -36,7 +36,6 @@ from pfc import ir
 from pfc.backends import iptables_lower as low
 from pfc.backends.base import Artifact, Backend, Options, artifact_name, check_dev, check_name
 from pfc.backends.iptables_text import describe
-from pfc.pipeline import paused_gc
 
 if TYPE_CHECKING:  # jinja2 loads on first render
     import jinja2
@@ -143,7 +142,6 @@ def family_files(policy: ir.Policy, s: Setup, lowering: low.Lowering) -> dict[in
     return out
 
 
-@paused_gc()
 def emit(policy: ir.Policy, options: Options) -> Artifact:
     s = setup(options)
     lowering = low.Lowering(options.table.lower())

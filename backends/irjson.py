@@ -17,27 +17,100 @@ from pfc.source import Span
 
 
 def to_jsonable(obj: object) -> object:
-    if isinstance(obj, Span):
-        return {"start": obj.start, "end": obj.end}
-    if dataclasses.is_dataclass(obj):
-        out = {"kind": type(obj).__name__}
-        for f in dataclasses.fields(obj):
-            out[f.name] = to_jsonable(getattr(obj, f.name))
-        return out
-    if isinstance(obj, Enum):
-        return obj.value
-    if isinstance(obj, (ipaddress.IPv4Network, ipaddress.IPv6Network,
+    convert = _CONVERTERS.get(type(obj))
+    if convert is None:
+        convert = _CONVERTERS[type(obj)] = _converter(type(obj))
+    return convert(obj)
+
+
+_CONVERTERS: dict[type, object] = {}  # each type's converter, chosen once
+
+
+def _converter(cls: type):
+    if issubclass(cls, Span):
+        return lambda obj: {"start": obj.start, "end": obj.end}
+    if dataclasses.is_dataclass(cls):
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        kind = cls.__name__
+
+        def dataclass_(obj: object) -> dict:
+            out = {"kind": kind}
+            for name in names:
+                out[name] = to_jsonable(getattr(obj, name))
+            return out
+        return dataclass_
+    if issubclass(cls, Enum):
+        return lambda obj: obj.value
+    if issubclass(cls, (ipaddress.IPv4Network, ipaddress.IPv6Network,
                         ipaddress.IPv4Address, ipaddress.IPv6Address)):
-        return str(obj)
-    if isinstance(obj, bytes):
-        return obj.hex()
-    if isinstance(obj, (tuple, list)):
-        return [to_jsonable(x) for x in obj]
-    return obj
+        return str
+    if issubclass(cls, bytes):
+        return bytes.hex
+    if issubclass(cls, (tuple, list)):
+        return lambda obj: [to_jsonable(x) for x in obj]
+    return lambda obj: obj
+
+
+def dumps(value: object) -> str:
+    """``json.dumps(value, indent=2)``, for what ``to_jsonable`` returns, written out
+    directly (json's pure-Python indenting encoder took seconds on 100k rules)."""
+    out: list[str] = []
+    try:
+        _write(value, "\n", out)
+    except _Unusual:
+        return json.dumps(value, indent=2)
+    return "".join(out)
+
+
+class _Unusual(Exception):
+    """A value ``_write`` does not print itself (json.dumps decides)."""
+
+
+_SCALARS = {True: "true", False: "false", None: "null"}
+
+
+def _write(value: object, newline: str, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(_string(value))
+    elif value is None or isinstance(value, bool):
+        out.append(_SCALARS[value])
+    elif isinstance(value, dict):
+        if not value:
+            out.append("{}")
+            return
+        inner = newline + "  "
+        sep = "{" + inner
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _Unusual
+            out.append(sep + _string(key) + ": ")
+            _write(item, inner, out)
+            sep = "," + inner
+        out.append(newline + "}")
+    elif isinstance(value, list):
+        if not value:
+            out.append("[]")
+            return
+        inner = newline + "  "
+        sep = "[" + inner
+        for item in value:
+            out.append(sep)
+            _write(item, inner, out)
+            sep = "," + inner
+        out.append(newline + "]")
+    elif isinstance(value, int):
+        out.append(int.__repr__(value))
+    elif isinstance(value, float):
+        out.append(json.dumps(value))
+    else:
+        raise _Unusual
+
+
+_string = json.encoder.encode_basestring_ascii
 
 
 def emit(policy: ir.Policy, options: Options) -> Artifact:
-    text = json.dumps(to_jsonable(policy), indent=2) + "\n"
+    text = dumps(to_jsonable(policy)) + "\n"
     return Artifact("ir", "none", "json", text,
                     {artifact_name(policy, "ir", "json"): text.encode()}, policy)
 

@@ -33,7 +33,6 @@ from pfc.backends import nft_redirect as redir
 from pfc.backends.base import Artifact, Backend, Options, artifact_name, check_dev, check_name
 from pfc.backends.iptables_text import describe
 from pfc.diagnostics import CompileError, Diagnostic, error
-from pfc.pipeline import paused_gc
 
 if TYPE_CHECKING:  # jinja2 loads on first render
     import jinja2
@@ -179,7 +178,6 @@ def lower(policy: ir.Policy, options: Options) -> Lowered:
                    list(lowering.sets.values()), fix_chains(found))
 
 
-@paused_gc()
 def emit(policy: ir.Policy, options: Options) -> Artifact:
     lowered = lower(policy, options)
     s = lowered.setup

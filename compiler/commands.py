@@ -17,7 +17,7 @@ from pfc import backends
 from pfc.backends.base import Artifact, Options, capability_errors
 from pfc.diagnostics import CompileError, Diagnostic, has_errors, render_text, to_json
 from pfc.fmt import format_source
-from pfc.pipeline import Compiled, compile_path
+from pfc.pipeline import Compiled, compile_path, paused_gc
 from pfc.source import SourceFile
 
 
@@ -175,7 +175,9 @@ def build_artifact(compiled: Compiled, target: str, fmt: str | None = None,
         raise UsageError(f"target `{target}` has no hook `{hook}`; hooks: "
                          + ", ".join(backend.hooks))
     try:
-        artifact = backend.emit(backend.lower(policy), Options(target, fmt, hook, **options))
+        with paused_gc():  # lowering 100k-entry sets makes ~10^6 objects, none in a cycle
+            artifact = backend.emit(backend.lower(policy),
+                                    Options(target, fmt, hook, **options))
     except CompileError as exc:
         return None, exc.diagnostics
     except ValueError as exc:

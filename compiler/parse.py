@@ -8,11 +8,13 @@ server relies on that for half-typed files).
 
 from __future__ import annotations
 
+import re
+import threading
 from functools import lru_cache
 from importlib import resources
 
 import lark
-from lark import Token, Transformer, v_args
+from lark import Token
 
 from pfc.diagnostics import Diagnostic, error, suggest
 from pfc.source import SourceFile, Span
@@ -50,20 +52,31 @@ _EXPECTED = {
 
 @lru_cache(maxsize=1)
 def _parser() -> lark.Lark:
+    """The LALR parser; ``parse`` builds the AST while it parses (see ``_Builder``)."""
     grammar = resources.files("pfc.grammar").joinpath("pfc.lark").read_text()
-    return lark.Lark(grammar, parser="lalr", propagate_positions=True,
+    return lark.Lark(grammar, parser="lalr", transformer=_BUILDER, keep_all_tokens=True,
                      maybe_placeholders=False)
+
+
+_LOCK = threading.Lock()  # _BUILDER's file and base belong to one parse at a time
+
+
+def _parse_text(text: str, name: str, base: int) -> list:
+    """The statements of ``text`` (positions shifted by ``base``); raises LarkError."""
+    parser = _parser()
+    with _LOCK:
+        _BUILDER.file, _BUILDER.base = name, base
+        return parser.parse(_terminated(text))
 
 
 def parse(source: SourceFile) -> tuple[Module, list[Diagnostic]]:
     """Parse a whole file. Never raises on any text."""
     comments = tuple(_scan_comments(source))
     try:
-        tree = _parser().parse(_terminated(source.text))
+        statements = _parse_text(source.text, source.name, 0)
     except lark.exceptions.LarkError:
         statements, diags = _parse_lines(source)
         return Module(source, tuple(statements), comments), diags
-    statements = _Builder(source.name, 0).transform(tree).children
     return Module(source, tuple(statements), comments), []
 
 
@@ -75,19 +88,23 @@ def _parse_lines(source: SourceFile) -> tuple[list, list[Diagnostic]]:
     statements, diags = [], []
     for start, end in logical_lines(source.text):
         try:
-            tree = _parser().parse(_terminated(source.text[start:end]))
+            statements.extend(_parse_text(source.text[start:end], source.name, start))
         except lark.exceptions.LarkError as exc:
             diags.append(_syntax_diagnostic(exc, source, start))
-            continue
-        statements.extend(_Builder(source.name, start).transform(tree).children)
     return statements, diags
+
+
+_SPECIAL = re.compile(r'[\\"#\n]')  # the characters logical_lines acts on
+_JOINS = re.compile(r"[ \t]*\n")  # after a backslash: it joins this line to the next
 
 
 def logical_lines(text: str) -> list[tuple[int, int]]:
     """(start, end) offsets of each logical line: physical lines joined by a trailing
     backslash; a ``#`` outside a string starts a comment (its backslash joins nothing)."""
     lines, start, i, in_string, in_comment = [], 0, 0, False, False
-    while i < len(text):
+    special = _SPECIAL.search
+    while (found := special(text, i)) is not None:
+        i = found.start()
         ch = text[i]
         if in_string:
             if ch == "\\":
@@ -98,7 +115,7 @@ def logical_lines(text: str) -> list[tuple[int, int]]:
             in_comment = True
         elif ch == '"' and not in_comment:
             in_string = True
-        elif ch == "\\" and not in_comment and text[i + 1:].lstrip(" \t").startswith("\n"):
+        elif ch == "\\" and not in_comment and _JOINS.match(text, i + 1):
             i = text.index("\n", i)
         elif ch == "\n":
             lines.append((start, i))
@@ -111,10 +128,12 @@ def logical_lines(text: str) -> list[tuple[int, int]]:
 
 def _scan_comments(source: SourceFile) -> list[Comment]:
     """Every comment, found by a scan that knows strings (comments are not in the tree)."""
+    if "#" not in source.text:
+        return []
     out = []
     for start, end in logical_lines(source.text):
         line = source.text[start:end]
-        pos = _comment_start(line)
+        pos = _comment_start(line) if "#" in line else None
         if pos is not None:
             text = line[pos:].split("\n", 1)[0].rstrip("\r")
             out.append(Comment(text, Span(source.name, start + pos, start + pos + len(text))))
@@ -186,114 +205,117 @@ def _join(items: list[str]) -> str:
 
 # --------------------------------------------------------------------------- builder
 
-@v_args(tree=True)
-class _Builder(Transformer):
-    """lark tree → AST nodes, shifting positions by ``base`` (per-line parsing)."""
+class _Builder:
+    """The AST, built by lark while it parses (an inline transformer: no parse tree).
 
-    def __init__(self, name: str, base: int):
-        super().__init__()
-        self.file = name
-        self.base = base
+    lark calls each method with the rule's children as parsed, punctuation included
+    (``keep_all_tokens``), so that a node's span runs from its first child's start to
+    its last child's end, as ``propagate_positions`` would give. Positions are shifted
+    by ``base`` (per-line parsing); ``file`` and ``base`` are set for each parse.
+    No attribute may be named like a terminal (lark would take it as a lexer callback).
+    """
 
-    def _span(self, node) -> Span:
-        if isinstance(node, Token):
-            return Span(self.file, self.base + node.start_pos, self.base + node.end_pos)
-        meta = node.meta
-        return Span(self.file, self.base + meta.start_pos, self.base + meta.end_pos)
+    file = ""
+    base = 0
+
+    def _tok_span(self, tok: Token) -> Span:
+        return Span(self.file, self.base + tok.start_pos, self.base + tok.end_pos)
+
+    def _cover(self, first, last) -> Span:
+        """From ``first``'s start to ``last``'s end (tokens or AST nodes)."""
+        start = self.base + first.start_pos if isinstance(first, Token) else first.span.start
+        end = self.base + last.end_pos if isinstance(last, Token) else last.span.end
+        return Span(self.file, start, end)
 
     def _value(self, tok: Token, kind: str) -> Value:
         text = str(tok)[1:] if kind == "var" else str(tok)
-        return Value(kind, text, self._span(tok))
+        return Value(kind, text, self._tok_span(tok))
 
-    def start(self, tree):
-        return tree
+    def start(self, children):
+        return [c for c in children if not isinstance(c, Token)]
 
-    def define(self, tree):
-        _, name, value = tree.children
-        return Define(str(name), self._span(name), self._as_value(value), self._span(tree))
+    def define(self, children):
+        _, name, _eq, value = children
+        return Define(str(name), self._tok_span(name), self._as_value(value),
+                      self._cover(children[0], value))
 
-    def set_decl(self, tree):
-        _, name, _, path = tree.children
-        return SetDecl(str(name), self._span(name), self._value(path, "string"),
-                       self._span(tree))
+    def set_decl(self, children):
+        _, name, _eq, _file, path = children
+        return SetDecl(str(name), self._tok_span(name), self._value(path, "string"),
+                       self._cover(children[0], path))
 
-    def default(self, tree):
-        _, verdict = tree.children
-        return Default(verdict.text, verdict.span, self._span(tree))
+    def default(self, children):
+        keyword, verdict = children
+        return Default(verdict.text, verdict.span, self._cover(keyword, verdict))
 
-    def action_kw(self, tree):
-        tok = tree.children[0]
-        return Value("name", str(tok), self._span(tok))
+    def action_kw(self, children):
+        tok = children[0]
+        return Value("name", str(tok), self._tok_span(tok))
 
-    def protocol(self, tree):
-        tok = tree.children[0]
-        return Value("name", str(tok), self._span(tok))
+    protocol = action_kw
 
-    def rule(self, tree):
-        action, *rest = tree.children
+    def rule(self, children):
+        action, *rest = children
         protocol = rest.pop(0) if rest and isinstance(rest[0], Value) else None
         target = rest.pop() if rest and isinstance(rest[-1], Target) else None
         return RuleNode(action.text, action.span, protocol.text if protocol else None,
                         protocol.span if protocol else None, tuple(rest), target,
-                        self._span(tree))
+                        self._cover(action, children[-1]))
 
-    def match(self, tree):
-        children = tree.children
-        negated = isinstance(children[0], Token) and children[0].type == "NOT"
-        body: MatchNode = children[-1]
-        return MatchNode(body.field, negated, body.field_span, self._span(tree), body.value,
-                         body.flags, body.offset, body.length)
+    def match(self, children):
+        # NOT? (FIELD value | FLAGS flag ("," flag)* | FRAG
+        #       | PAYLOAD "[" NUMBER (":" NUMBER)? "]" EQEQ value)
+        negated = children[0].type == "NOT"
+        body = children[1:] if negated else children
+        field, last = body[0], body[-1]
+        field_span, span = self._tok_span(field), self._cover(children[0], last)
+        if field.type == "FIELD":
+            return MatchNode(str(field), negated, field_span, span, self._as_value(last))
+        if field.type == "FLAGS":
+            flags = tuple(c for c in body[1:] if isinstance(c, Flag))
+            return MatchNode("flags", negated, field_span, span, flags=flags)
+        if field.type == "FRAG":
+            return MatchNode("frag", negated, field_span, span)
+        offset = self._value(body[2], "number")
+        length = self._value(body[4], "number") if len(body) == 8 else None
+        return MatchNode("payload", negated, field_span, span, self._as_value(last),
+                         offset=offset, length=length)
 
-    def field_match(self, tree):
-        field, value = tree.children
-        return MatchNode(str(field), False, self._span(field), self._span(tree),
-                         self._as_value(value))
+    def flag(self, children):
+        return Flag(str(children[-1]), len(children) == 2, self._cover(children[0], children[-1]))
 
-    def flags_match(self, tree):
-        field, *flags = tree.children
-        return MatchNode("flags", False, self._span(field), self._span(tree), flags=tuple(flags))
+    def target(self, children):
+        return children[1]
 
-    def flag(self, tree):
-        negated = len(tree.children) == 2
-        return Flag(str(tree.children[-1]), negated, self._span(tree))
-
-    def frag_match(self, tree):
-        tok = tree.children[0]
-        return MatchNode("frag", False, self._span(tok), self._span(tok))
-
-    def payload_match(self, tree):
-        field, *numbers, _eq, value = tree.children
-        offset = self._value(numbers[0], "number")
-        length = self._value(numbers[1], "number") if len(numbers) > 1 else None
-        return MatchNode("payload", False, self._span(field), self._span(tree),
-                         self._as_value(value), offset=offset, length=length)
-
-    def target(self, tree):
-        _, dest = tree.children
-        return dest
-
-    def destination(self, tree):
-        children = tree.children
-        address = self._as_value(children[0])
-        port = self._as_value(children[1]) if len(children) > 1 else None
+    def destination(self, children):
+        # address_item (":" port_item)?  |  "[" IPV6 "]" ":" port_item
+        first = children[0]
+        bracketed_form = isinstance(first, Token) and first.type == "LSQB"
+        address = self._as_value(children[1] if bracketed_form else first)
+        port = self._as_value(children[-1]) if len(children) > 1 else None
         bracketed = address.kind == "ipv6" and port is not None
-        return Target(address, port, self._span(tree), bracketed)
+        return Target(address, port, self._cover(first, children[-1]), bracketed)
 
-    def list(self, tree):
-        items = tuple(self._as_value(c) for c in tree.children)
-        return Value("list", "", self._span(tree), items)
+    def list(self, children):
+        items = tuple(self._as_value(c) for c in children[1:-1]
+                      if not (isinstance(c, Token) and c.type == "COMMA"))
+        return Value("list", "", self._cover(children[0], children[-1]), items)
 
-    def range(self, tree):
-        lo, hi = (self._value(t, "number") for t in tree.children)
-        return Value("range", f"{lo.text}-{hi.text}", self._span(tree), (lo, hi))
+    def range(self, children):
+        lo, hi = self._value(children[0], "number"), self._value(children[2], "number")
+        return Value("range", f"{lo.text}-{hi.text}", self._cover(children[0], children[2]),
+                     (lo, hi))
 
-    def name(self, tree):
-        return self._value(tree.children[0], "name")
+    def name(self, children):
+        return self._value(children[0], "name")
 
-    _KINDS = {"IPV4": "ipv4", "IPV6": "ipv6", "NUMBER": "number", "STRING": "string",
+    _kinds = {"IPV4": "ipv4", "IPV6": "ipv6", "NUMBER": "number", "STRING": "string",
               "VARREF": "var", "NAME": "name"}
 
     def _as_value(self, node) -> Value:
         if isinstance(node, Value):
             return node
-        return self._value(node, self._KINDS[node.type])
+        return self._value(node, self._kinds[node.type])
+
+
+_BUILDER = _Builder()

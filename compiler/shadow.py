@@ -49,6 +49,9 @@ class _Shadowers:
         self.rules: list[ir.Rule] = []
         self.index: dict[tuple, list[int]] = {}
         self.unanchored: list[int] = []
+        # (field, IP version) → the prefix lengths some "addr" key was filed under: a
+        # lookup tries only those (2 lengths, not 33, for hosts and /24s).
+        self.lengths: dict[tuple[str, int], set[int]] = {}
 
     def add(self, rule: ir.Rule) -> None:
         position = len(self.rules)
@@ -58,9 +61,11 @@ class _Shadowers:
             self.unanchored.append(position)
         for key in keys or ():
             self.index.setdefault(key, []).append(position)
+            if key[0] == "addr":
+                self.lengths.setdefault((key[1], key[2]), set()).add(key[3])
 
     def first_cover(self, rule: ir.Rule) -> ir.Rule | None:
-        keys = _lookup_keys(rule)
+        keys = _lookup_keys(rule, self.lengths)
         found = set(self.unanchored) if keys is not None else set(range(len(self.rules)))
         for key in keys or ():
             found.update(self.index.get(key, ()))
@@ -85,9 +90,10 @@ def _anchor_keys(rule: ir.Rule) -> list[tuple] | None:
     return None
 
 
-def _lookup_keys(rule: ir.Rule) -> list[tuple] | None:
-    """The index keys of the rules that may cover ``rule``; None: try every rule (an
-    empty list match, which any same-field match covers)."""
+def _lookup_keys(rule: ir.Rule, lengths: dict[tuple[str, int], set[int]]) -> list[tuple] | None:
+    """The index keys of the rules that may cover ``rule`` (of the address prefix
+    lengths in ``lengths``, the only ones filed); None: try every rule (an empty list
+    match, which any same-field match covers)."""
     keys = []
     for m in rule.matches:
         if m.negated:
@@ -97,7 +103,8 @@ def _lookup_keys(rule: ir.Rule) -> list[tuple] | None:
             return None
         if isinstance(m, ir.AddrMatch):
             p = m.prefixes[0]
-            keys += [_net_key(m.field, p, n) for n in range(p.prefixlen + 1)]
+            keys += [_net_key(m.field, p, n) for n in lengths.get((m.field, p.version), ())
+                     if n <= p.prefixlen]
         elif isinstance(m, ir.IntMatch) and m.ranges[0][0] == m.ranges[0][1]:
             keys.append(("int", m.field, m.ranges[0][0]))
     return keys

@@ -1,8 +1,9 @@
 """Golden files: what every target emits for every example.
 
-tests/golden/<example>/<target>.<format> holds the text form (the first text format of
-the target) and, for eBPF programs with large sets, <target>.maps.json; a rule a target cannot express gives its rendered error instead, in
-<target>.error. Regenerate all with ``pytest tests/test_golden.py --update-golden``.
+tests/golden/<example>/<target>.<format> holds the text form (the first text format
+of the target) and, for eBPF programs with large sets, <target>.maps.json; a rule a
+target cannot express gives its rendered error instead, in <target>.error.
+Regenerate all with ``pytest tests/test_golden.py --update-golden``.
 """
 
 from __future__ import annotations
