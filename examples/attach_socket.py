@@ -24,6 +24,7 @@ from pfc.pipeline import compile_path
 
 POLICY = Path(__file__).with_name("edge-drop.pf")
 ETH_P_ALL = 0x0003
+SOL_PACKET, PACKET_IGNORE_OUTGOING = 263, 23  # linux/socket.h, if_packet.h (4.20)
 
 
 def open_filtered(dev: str, target: str):
@@ -34,6 +35,9 @@ def open_filtered(dev: str, target: str):
         print_diagnostics(diags, compiled.sources)
         raise SystemExit(1)
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    # Only frames the device receives: an ETH_P_ALL socket also sees the host's own
+    # outgoing frames (an MLD report, say), which a receive filter has no say on.
+    sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
     sock.bind((dev, ETH_P_ALL))
     return sock, attach_socket(sock, artifact)
 
