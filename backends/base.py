@@ -12,8 +12,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pfc import ir
-from pfc.diagnostics import Diagnostic, error
+from pfc.frontend import ir
+from pfc.frontend.diagnostics import Diagnostic, error
+from pfc.kernel.observation import Observation
 
 # Features a rule can need. A backend's SUPPORTS lists those it can express.
 FEATURES = {
@@ -51,23 +52,10 @@ class Artifact:
     files: dict[str, bytes]
     policy: ir.Policy
     meta: dict = field(default_factory=dict)
+    diagnostics: list[Diagnostic] = field(default_factory=list)  # the front end's warnings
 
 
 Pass = Callable[[ir.Policy], ir.Policy]
-
-
-@dataclass
-class Observation:
-    """What a target did with a list of frames, as a kernel run observed it.
-
-    ``verdicts[i]`` is the verdict on ``frames[i]``; ``frames_out[i]`` the bytes that
-    left the hook for a passed frame (None where not observed); ``counters`` the
-    per-rule (packets, bytes) of every count rule after the run (None: not observable).
-    """
-
-    verdicts: list[ir.Verdict]
-    frames_out: list[bytes | None]
-    counters: dict[int, tuple[int, int]] | None = None
 
 
 Runner = Callable[[Artifact, list[bytes]], Observation]
@@ -79,15 +67,18 @@ def raw_view(hook: str, frame: bytes) -> bytes | None:
     return frame
 
 
-class KernelUnavailable(RuntimeError):
-    """A runner cannot run here (privileges, kernel feature); the message says which."""
+_UNSAFE_STEM = re.compile(r"[^A-Za-z0-9_.+-]")
 
 
 def artifact_name(policy: ir.Policy, target: str, ext: str) -> str:
-    """``STEM.TARGET.EXT`` where STEM is the policy file's name without ``.pf``."""
+    """``STEM.TARGET.EXT`` where STEM is the policy file's name without ``.pf``, every
+    character outside ``[A-Za-z0-9_.+-]`` (a space, a newline, a non-ASCII letter) made
+    ``_`` and cut to 64; ``policy`` for text that came from no file (``<policy>``)."""
     stem = policy.source.rsplit("/", 1)[-1]
     stem = stem[:-3] if stem.endswith(".pf") else stem
-    return f"{stem or 'policy'}.{target}.{ext}"
+    if not stem or stem.startswith("<"):
+        stem = "policy"
+    return f"{_UNSAFE_STEM.sub('_', stem)[:64].lstrip('.') or 'policy'}.{target}.{ext}"
 
 
 @dataclass(frozen=True)
@@ -102,6 +93,11 @@ class Backend:
     binary_formats: frozenset[str] = frozenset()
     run: Runner | None = None  # kernel (or reference) execution, for tests and verify
     view: View = raw_view  # what the hook sees of a frame; None: never sees it
+    # the hook when none is asked for, from the other options (None: ``hooks[0]``)
+    pick_hook: Callable[[Options], str] | None = None
+
+    def default_hook(self, options: Options) -> str:
+        return self.pick_hook(options) if self.pick_hook else self.hooks[0]
 
     def lower(self, policy: ir.Policy) -> ir.Policy:
         for p in self.passes:

@@ -11,9 +11,9 @@ import ipaddress
 import json
 from enum import Enum
 
-from pfc import ir
 from pfc.backends.base import FEATURES, Artifact, Backend, Options, artifact_name
-from pfc.source import Span
+from pfc.frontend import ir
+from pfc.frontend.source import Span
 
 
 def to_jsonable(obj: object) -> object:

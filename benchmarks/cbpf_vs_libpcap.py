@@ -13,7 +13,7 @@ instruction counts side by side:
   estimate from measured per-instruction costs): the size ``SO_ATTACH_FILTER`` charges
   against ``net.core.optmem_max``.
 
-and the verdicts on generated frames (``pfc.gen.sample``, malformed ones included, as
+and the verdicts on generated frames (``pfc.oracle.gen.sample``, malformed ones included, as
 a packet socket sees them): pfc's program and libpcap's, both run by libpcap's
 ``bpf_filter()``, against the reference interpreter.
 
@@ -37,11 +37,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cbpf_corpus import CASES, VALID4, Case  # noqa: E402
 
-from pfc import gen, pcaplib  # noqa: E402
-from pfc.backends import cbpf, cbpf_asm  # noqa: E402
-from pfc.interp import evaluate  # noqa: E402
-from pfc.ir import Verdict  # noqa: E402
-from pfc.pipeline import compile_text  # noqa: E402
+from pfc.backends.cbpf import asm as cbpf_asm
+from pfc.backends.cbpf import backend as cbpf
+from pfc.backends.cbpf import pcaplib
+from pfc.frontend.ir import Verdict
+from pfc.frontend.pipeline import compile_text
+from pfc.oracle import gen
+from pfc.oracle.interp import evaluate
 
 TARGET_GEOMEAN = 0.85
 # The seed rule with semantics.md's clauses, as the issue spells it (no length guards).

@@ -20,10 +20,10 @@ import struct
 import sys
 from pathlib import Path
 
-from pfc import bpf, toolchain
-from pfc.backends import ebpf_maps
-from pfc.commands import build_artifact
-from pfc.pipeline import compile_path
+from pfc.backends.ebpf import maps as ebpf_maps
+from pfc.build import build_artifact
+from pfc.frontend.pipeline import compile_path
+from pfc.kernel import bpf, toolchain
 
 HERE = Path(__file__).resolve().parent
 EXAMPLE = HERE.parent / "examples" / "edge-drop.pf"

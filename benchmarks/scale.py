@@ -7,7 +7,7 @@ For N in 1, 10, 100, 1k, 10k, 100k (``--quick``: up to 1k) three policies:
   blocklist's are: adjacent ones would merge into a few prefixes and measure nothing;
 - ``set``: one rule ``drop src $block`` with ``set block = file "..."`` of N addresses;
 - ``naive``: the list policy written by hand, one nft / iptables rule per address
-  (:mod:`pfc.bench_naive`), capped at ``--naive-max`` (default 10k: loading 100k naive
+  (:mod:`pfc.bench.naive`), capped at ``--naive-max`` (default 10k: loading 100k naive
   rules takes minutes and each packet then walks them all).
 
 Measured with :mod:`pfc.bench`'s own code: xdp, tc, socket by ``BPF_PROG_TEST_RUN``
@@ -32,9 +32,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from pfc import bench
-from pfc import framebuild as fb
-from pfc.pipeline import compile_path, compile_text
+from pfc.bench import measure as bench
+from pfc.frontend.pipeline import compile_path, compile_text
+from pfc.oracle import framebuild as fb
 
 ROOT = Path(__file__).resolve().parent.parent
 COUNTS = (1, 10, 100, 1_000, 10_000, 100_000)

@@ -5,7 +5,7 @@
 
 Compiles the policy for the ``socket`` target (eBPF, ``SO_ATTACH_BPF``) or ``cbpf``
 (classic BPF, ``SO_ATTACH_FILTER``), attaches it to an ``AF_PACKET`` socket on the
-device with ``pfc.attach.attach_socket`` (``pfc.attach_socket``), and prints one line
+device with ``pfc.deploy.socket.attach_socket`` (``pfc.attach_socket``), and prints one line
 per frame the socket receives: frames the policy drops (UDP to 192.168.0.79 port 12345)
 never arrive. Stops after N frames (default: never) or S seconds without a frame.
 """
@@ -18,9 +18,10 @@ import socket
 import sys
 from pathlib import Path
 
-from pfc.attach import attach_socket
-from pfc.commands import build_artifact, print_diagnostics
-from pfc.pipeline import compile_path
+from pfc.build import build_artifact
+from pfc.cli.common import print_diagnostics
+from pfc.deploy.socket import attach_socket
+from pfc.frontend.pipeline import compile_path
 
 POLICY = Path(__file__).with_name("edge-drop.pf")
 ETH_P_ALL = 0x0003

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = sorted((ROOT / "examples").glob("*.pf"))
+from tests.paths import ROOT
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

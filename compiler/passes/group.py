@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pfc import ir
-from pfc.matches import merge_ranges
-from pfc.source import NO_SPAN
+from pfc.frontend import ir
+from pfc.frontend.matches import merge_ranges
+from pfc.frontend.source import NO_SPAN
 
 MIN_RUN = 2
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import replace
 
-from pfc import ir
+from pfc.frontend import ir
 
 _FAMILY = {4: ir.Family.IP4, 6: ir.Family.IP6}
 _EVERYTHING = {4: ipaddress.ip_network("0.0.0.0/0"), 6: ipaddress.ip_network("::/0")}

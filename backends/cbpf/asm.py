@@ -1,0 +1,296 @@
+"""The test graph as classic BPF instructions, and the four printed forms.
+
+:func:`assemble` lays the nodes out in a topological order (classic BPF jumps only
+forward), the returns last. For every node it knows what A and X hold on entry (the
+meet over its incoming edges) and emits only what is missing: the X set-up if X holds
+something else, the part of the node's value A does not already hold (``ldh [16]``
+already in A makes ``ldh [16]; add #14`` a single ``add #14``), and the conditional
+jump. A conditional jump reaches at most 255 instructions ahead (8-bit offsets): a
+farther target gets a trampoline right after the jump (``ja``, or a copy of the
+``ret`` it aims at), repeated until every jump fits.
+
+Formats (libpcap's ``bpf_dump`` and ``bpf_image``, tcpdump ``-d``/``-dd``/``-ddd``):
+``asm`` as ``tcpdump -d`` prints it (libpcap prints ``ldx #pktlen`` as ``unimp 0x81``;
+pfc prints ``ldx      #pktlen``), ``c`` as ``-dd``, ``ddd`` as ``-ddd`` (the count,
+then ``code jt jf k`` per line: what ``iptables -m bpf --bytecode`` and
+``tc ... bpf bytecode`` take, with commas for newlines), ``bin`` as the raw
+``struct sock_filter`` array (little-endian ``u16 code, u8 jt, u8 jf, u32 k``).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from pfc.backends.cbpf.graph import Graph, Step, Test, Value, XState, reachable
+
+Insn = tuple[int, int, int, int]
+SIZE = {4: 0x00, 2: 0x08, 1: 0x10}
+ALU = {"add": 0x04, "sub": 0x14, "and": 0x54, "lsh": 0x64, "rsh": 0x74,
+       "addx": 0x0C, "subx": 0x1C}
+JUMP = {"jeq": 0x15, "jgt": 0x25, "jge": 0x35, "jset": 0x45}
+LD_LEN, LDX_LEN, LDX_MSH, TAX, TXA, JA, RET = 0x80, 0x81, 0xB1, 0x07, 0x87, 0x05, 0x06
+MAX_JUMP = 255
+
+
+def step_insn(step: Step) -> Insn:
+    if step.op == "ld":
+        return (0x20 | SIZE[step.size], 0, 0, step.k)
+    if step.op == "ldx":
+        return (0x40 | SIZE[step.size], 0, 0, step.k)
+    if step.op == "len":
+        return (LD_LEN, 0, 0, 0)
+    return (ALU[step.op], 0, 0, step.k if step.op in ("add", "sub", "and", "lsh", "rsh")
+            else 0)
+
+
+# A holds (value, the X state its steps used or None); X holds an XState.
+AState = tuple[Value, XState | None] | None
+
+_DOFF4: Value = (Step("ldx", 26, 1), Step("and", 0xF0), Step("rsh", 2), Step("addx"))
+_DOFF6: Value = (Step("ld", 66, 1), Step("and", 0xF0), Step("rsh", 2))
+
+
+def x_setup(want: XState, x: XState | None) -> tuple[list[Insn], Value, XState | None]:
+    """What makes X hold ``want``: instructions first, then (for the TCP payload
+    states) a value to compute in A with X = the returned state, then ``tax``."""
+    if want is XState.IHL:
+        return [(LDX_MSH, 0, 0, 14)], (), None
+    if want is XState.LEN:
+        return [(LDX_LEN, 0, 0, 0)], (), None
+    if want is XState.TCP4:
+        return ([] if x is XState.IHL else [(LDX_MSH, 0, 0, 14)]), _DOFF4, XState.IHL
+    return [], _DOFF6, None
+
+
+def _tag(value: Value, x: XState | None) -> XState | None:
+    return x if any(s.uses_x for s in value) else None
+
+
+def _compute(value: Value, a: AState, x: XState | None) -> tuple[list[Insn], AState]:
+    """Code that leaves ``value`` in A, reusing what A already holds (a prefix)."""
+    start = 0
+    if a is not None and a[0] == value[:len(a[0])] and a[1] == _tag(a[0], x):
+        start = len(a[0])
+    return [step_insn(s) for s in value[start:]], (value, _tag(value, x))
+
+
+def node_code(test: Test, a: AState, x: XState | None) -> tuple[list[Insn], AState, XState]:
+    """The node's straight-line code given what A and X hold on entry."""
+    code: list[Insn] = []
+    if test.x is not None and x is not test.x:
+        setup, value, x_during = x_setup(test.x, x)
+        code += setup
+        if setup:
+            x = x_during
+        if value:
+            more, a = _compute(value, a, x)
+            code += more + [(TAX, 0, 0, 0)]
+        x = test.x
+    more, a = _compute(test.value, a, x)
+    return code + more, a, x
+
+
+def _meet(states: list[tuple[AState, XState | None]]) -> tuple[AState, XState | None]:
+    a, x = states[0]
+    for a2, x2 in states[1:]:
+        a = a if a == a2 else None
+        x = x if x is x2 else None
+    return a, x
+
+
+@dataclass
+class Block:
+    """Straight-line ``body``, then a conditional ``jump`` (code, k, true label, false
+    label), an unconditional ``ja`` to a label, or ``ret``."""
+
+    label: int
+    body: list[Insn] = field(default_factory=list)
+    jump: tuple[int, int, int, int] | None = None
+    ja: int | None = None
+    ret: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.body) + 1
+
+
+def blocks_of(graph: Graph) -> list[Block]:
+    order = reachable(graph.root)
+    tests = [n for n in order if not n.is_leaf]
+    rets = [n for n in order if n.is_leaf]
+    incoming: dict[int, list[tuple[AState, XState | None]]] = {n.nid: [] for n in order}
+    incoming[graph.root.nid].append((None, None))
+    blocks = []
+    for node in tests:
+        a, x = _meet(incoming[node.nid])
+        body, a, x = node_code(node.test, a, x)
+        code = JUMP[node.test.op] | (0x08 if node.test.k is None else 0)
+        blocks.append(Block(node.nid, body, (code, node.test.k or 0, node.jt.nid,
+                                              node.jf.nid)))
+        incoming[node.jt.nid].append((a, x))
+        incoming[node.jf.nid].append((a, x))
+    return blocks + [Block(n.nid, ret=n.ret) for n in rets]
+
+
+def _positions(blocks: list[Block]) -> dict[int, int]:
+    pos, at = {}, 0
+    for b in blocks:
+        pos[b.label] = at
+        at += len(b)
+    return pos
+
+
+def resolve(blocks: list[Block]) -> list[Insn]:
+    """Jump offsets, with trampolines for targets beyond 255 instructions: a jump that
+    cannot reach its target goes to a trampoline to it that lies within reach, or to a
+    new one placed as far ahead as the jump reaches (so later jumps share it)."""
+    rets = {b.label: b.ret for b in blocks if b.ret is not None}
+    tramps: dict[int, list[int]] = {}
+    limit = 2 * len(blocks) + 16  # each trampoline fixes a jump for good: never reached
+    for fresh in range(-1, -limit, -1):
+        pos = _positions(blocks)
+        if not _place_one(blocks, pos, tramps, rets, fresh):
+            return _emit(blocks, pos)
+    raise RuntimeError("internal error: trampolines did not converge")
+
+
+def _place_one(blocks: list[Block], pos: dict[int, int], tramps: dict[int, list[int]],
+               rets: dict[int, int], fresh: int) -> bool:
+    """Send every far jump to a trampoline in reach; make one new trampoline (labelled
+    ``fresh``) for the first that has none, and say so (positions then change)."""
+    for i, b in enumerate(blocks):
+        if b.jump is None:
+            continue
+        end = pos[b.label] + len(b)
+        for target in dict.fromkeys(b.jump[2:]):
+            if pos[target] - end <= MAX_JUMP:
+                continue
+            near = next((t for t in tramps.get(target, ()) if 0 <= pos[t] - end <= MAX_JUMP),
+                        None)
+            created = near is None
+            if created:
+                near = fresh
+                k = i
+                while k + 1 < len(blocks) and pos[blocks[k + 1].label] + \
+                        len(blocks[k + 1]) - end <= MAX_JUMP:
+                    k += 1
+                blocks.insert(k + 1, Block(near, ret=rets[target]) if target in rets
+                              else Block(near, ja=target))
+                tramps.setdefault(target, []).append(near)
+            code, kk, jt, jf = b.jump
+            b.jump = (code, kk, near if jt == target else jt, near if jf == target else jf)
+            if created:
+                return True
+    return False
+
+
+def _emit(blocks: list[Block], pos: dict[int, int]) -> list[Insn]:
+    out: list[Insn] = []
+    for b in blocks:
+        out += b.body
+        here = len(out) + 1
+        if b.jump is not None:
+            code, k, jt, jf = b.jump
+            out.append((code, pos[jt] - here, pos[jf] - here, k))
+        elif b.ja is not None:
+            out.append((JA, 0, 0, pos[b.ja] - here))
+        else:
+            out.append((RET, 0, 0, b.ret))
+    return out
+
+
+def assemble(graph: Graph) -> list[Insn]:
+    return resolve(blocks_of(graph))
+
+
+# ------------------------------------------------------------------------ kernel memory
+
+OPTMEM_DEFAULT = 131072  # net.core.optmem_max on Linux 6.18 (per network namespace)
+OPTMEM_BUDGET = 16362  # eBPF instructions that fit in it (measured, see kernel_size)
+
+
+def kernel_size(insns: list[Insn]) -> int:
+    """The eBPF instructions the kernel turns ``insns`` into (``bpf_convert_filter``),
+    as measured on Linux 6.18 x86-64: ``ld``/``ldh [k]`` 14, ``ldb [k]`` 13, any load at
+    ``[x + k]`` 9, ``ldxb 4*([k]&0xf)`` 19, ``ret`` 2, a conditional jump 2 when neither
+    target is the next instruction (else 1), everything else 1.
+
+    ``SO_ATTACH_FILTER`` charges the converted program to the socket's option memory
+    (``sk_filter_charge``: about 8 bytes per eBPF instruction) and fails with ENOMEM
+    beyond ``net.core.optmem_max``: with the default 131072 bytes, programs up to
+    ``OPTMEM_BUDGET`` = 16362 converted instructions attach (e.g. 1168 ``ldh [12]``
+    and a ``ret``, not 1169) — so a long program can need a larger optmem_max well
+    before the 4096-instruction limit.
+    """
+    total = 0
+    for code, jt, jf, _ in insns:
+        if code in (0x20, 0x28):
+            total += 14
+        elif code == 0x30:
+            total += 13
+        elif code in (0x40, 0x48, 0x50):
+            total += 9
+        elif code == LDX_MSH:
+            total += 19
+        elif code == RET:
+            total += 2
+        elif code & 0x07 == 0x05 and code != JA:
+            total += 2 if jt and jf else 1
+        else:
+            total += 1
+    return total
+
+
+# ------------------------------------------------------------------------------ printing
+
+_LOADS = {0x20: "ld", 0x28: "ldh", 0x30: "ldb", 0x40: "ld", 0x48: "ldh", 0x50: "ldb"}
+_ALU_NAMES = {v: k.rstrip("x") for k, v in ALU.items()}
+_JUMP_NAMES = {v: k for k, v in JUMP.items()}
+
+
+def image(insn: Insn, i: int) -> str:
+    """One instruction as libpcap's ``bpf_image`` prints it (``tcpdump -d``)."""
+    code, jt, jf, k = insn
+    op, operand = _operands(code, k, i)
+    if code & 0x07 == 0x05 and code != JA:
+        return f"({i:03d}) {op:<8} {operand:<16} jt {i + 1 + jt}\tjf {i + 1 + jf}"
+    return f"({i:03d}) {op:<8} {operand}"
+
+
+def _operands(code: int, k: int, i: int) -> tuple[str, str]:
+    if code in _LOADS:
+        where = f"[{k}]" if code < 0x40 else f"[x + {k}]"
+        return _LOADS[code], where
+    named = {LD_LEN: ("ld", "#pktlen"), LDX_LEN: ("ldx", "#pktlen"),
+             LDX_MSH: ("ldxb", f"4*([{k}]&0xf)"), TAX: ("tax", ""), TXA: ("txa", ""),
+             RET: ("ret", f"#{k}"), JA: ("ja", f"{i + 1 + k}")}
+    if code in named:
+        return named[code]
+    if code in _ALU_NAMES:
+        name = _ALU_NAMES[code]
+        if code & 0x08:
+            return name, "x"
+        return name, f"#0x{k:x}" if name == "and" else f"#{k}"
+    if code & ~0x08 in _JUMP_NAMES:
+        return _JUMP_NAMES[code & ~0x08], "x" if code & 0x08 else f"#0x{k:x}"
+    raise ValueError(f"no printed form for opcode {code:#x}")
+
+
+def to_asm(insns: list[Insn]) -> str:
+    return "".join(image(insn, i) + "\n" for i, insn in enumerate(insns))
+
+
+def to_c(insns: list[Insn]) -> str:
+    return "".join(f"{{ 0x{c:x}, {jt}, {jf}, 0x{k:08x} }},\n" for c, jt, jf, k in insns)
+
+
+def to_ddd(insns: list[Insn]) -> str:
+    return f"{len(insns)}\n" + "".join(f"{c} {jt} {jf} {k}\n" for c, jt, jf, k in insns)
+
+
+def to_bin(insns: list[Insn]) -> bytes:
+    return b"".join(struct.pack("<HBBI", *insn) for insn in insns)
+
+
+def from_bin(data: bytes) -> list[Insn]:
+    return [struct.unpack_from("<HBBI", data, i) for i in range(0, len(data), 8)]

@@ -1,0 +1,380 @@
+"""The optimiser: plain functions over the test graph, run to a fixed point.
+
+- :func:`thread_jumps` (redundant-test removal): for every edge, the facts known on
+  it (what every path to it has tested: ranges, excluded values, known-zero and
+  known-set bits, per value) decide later tests, and the edge is moved past them. A
+  policy checks the EtherType, a length and the IPv4 header once, not once per rule.
+  Facts come only from tests that ran, so they are true of every packet on the edge;
+  moving an edge only adds packets to a node that its facts already describe.
+  *Implications* add what the domain knows and the tests do not show (an accepted
+  IPv4 header proves the frame holds 34 bytes: ``cbpf_cfg.IMPLICATIONS``).
+- :func:`skip_useless` (dead tests): a test whose two edges meet is bypassed.
+- :func:`merge_equal`: nodes with the same test and successors become one.
+- dead code: only nodes reachable from the root are ever laid out.
+- :func:`fuse_words` (after the fixed point): two equality tests in a row on one
+  4-byte word, failing to the same node, become one masked word compare.
+- :func:`drop_guards` (last, once): a length guard whose false edge is ``drop`` is
+  bypassed when every path from its true edge to ``pass`` loads a byte at or past the
+  guard's bound, or passes tests that prove the length (an accepted IPv4 header is
+  34 bytes long): a packet that fails the guard then meets that load, which ends the
+  program with 0 (drop) in the kernel and libpcap alike, or fails the tests, or
+  reaches ``drop``. Every packet that failed the guard was bound for ``drop``.
+
+Redundant loads are removed later, by the assembler (``cbpf_asm``), which knows what A
+and X hold on every edge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from pfc.backends.cbpf.graph import (
+    LEN,
+    Graph,
+    Node,
+    Step,
+    Test,
+    XState,
+    load,
+    predecessors,
+    reachable,
+    width_max,
+)
+
+MAX_OUT = 32  # excluded values kept per fact
+MAX_ROUNDS = 50
+INF = 1 << 40
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """What is known of one value: lo <= v <= hi, v not in ``out``, v & ``zero`` == 0,
+    v & m != 0 for every m in ``nonzero``."""
+
+    lo: int
+    hi: int
+    out: frozenset[int] = frozenset()
+    zero: int = 0
+    nonzero: frozenset[int] = frozenset()
+
+
+Facts = dict[object, object]  # test key -> Fact; (key, op, x) -> bool for X compares
+
+
+def _fact(facts: Facts, test: Test) -> Fact:
+    return facts.get(test.key) or Fact(0, width_max(test.value))
+
+
+def decide(facts: Facts, test: Test) -> bool | None:
+    """The test's outcome if the facts settle it."""
+    if test.k is None:
+        return facts.get((test.key, test.op, test.x))
+    f, k = _fact(facts, test), test.k
+    if test.op == "jeq":
+        if f.lo == f.hi:
+            return f.lo == k
+        if not f.lo <= k <= f.hi or k in f.out or k & f.zero or \
+                any(k & m == 0 for m in f.nonzero):
+            return False
+        return None
+    if test.op == "jgt":
+        return True if f.lo > k else False if f.hi <= k else None
+    if test.op == "jge":
+        return True if f.lo >= k else False if f.hi < k else None
+    if test.op == "jset":
+        if k & ~f.zero == 0 or f.hi < (k & -k):
+            return False
+        if any(m & ~k == 0 for m in f.nonzero):
+            return True
+        return (f.lo & k != 0) if f.lo == f.hi else None
+    raise ValueError(test.op)
+
+
+Implication = tuple[tuple[tuple[Test, bool], ...], Test]
+
+
+def learn(facts: Facts, test: Test, outcome: bool,
+          implications: tuple[Implication, ...] = ()) -> Facts | None:
+    """The facts after ``test`` gave ``outcome``; None if that cannot happen. Each
+    implication (tests known to have given these outcomes ⇒ a test known true) is
+    then applied once."""
+    out = _learn(facts, test, outcome)
+    for conditions, consequence in implications:
+        if out is None:
+            break
+        if decide(out, consequence) is None and \
+                all(decide(out, t) is o for t, o in conditions):
+            out = _learn(out, consequence, True)
+    return out
+
+
+def _learn(facts: Facts, test: Test, outcome: bool) -> Facts | None:
+    if decide(facts, test) is (not outcome):
+        return None
+    out = dict(facts)
+    if test.k is None:
+        out[(test.key, test.op, test.x)] = outcome
+        return out
+    f, k = _fact(facts, test), test.k
+    if test.op == "jeq":
+        f = replace(f, lo=k, hi=k) if outcome else replace(f, out=_cap(f.out | {k}))
+    elif test.op == "jgt":
+        f = replace(f, lo=max(f.lo, k + 1)) if outcome else replace(f, hi=min(f.hi, k))
+    elif test.op == "jge":
+        f = replace(f, lo=max(f.lo, k)) if outcome else replace(f, hi=min(f.hi, k - 1))
+    else:
+        f = replace(f, nonzero=_cap(f.nonzero | {k})) if outcome else \
+            replace(f, zero=f.zero | k)
+    if f.lo > f.hi:
+        return None
+    out[test.key] = f
+    return out
+
+
+def _cap(values: frozenset[int]) -> frozenset[int]:
+    return values if len(values) <= MAX_OUT else frozenset(sorted(values)[:MAX_OUT])
+
+
+def meet(a: Facts, b: Facts) -> Facts:
+    """What holds on both: the weaker fact per value, kept only where both have one."""
+    out: Facts = {}
+    for key, fa in (a.items() if len(a) <= len(b) else b.items()):
+        fb = (b if len(a) <= len(b) else a).get(key)
+        if fb is None:
+            continue
+        if isinstance(fa, Fact):
+            out[key] = Fact(min(fa.lo, fb.lo), max(fa.hi, fb.hi), fa.out & fb.out,
+                            fa.zero & fb.zero, fa.nonzero & fb.nonzero)
+        elif fa == fb:
+            out[key] = fa
+    return out
+
+
+def facts_in(order: list[Node],
+             implications: tuple[Implication, ...] = ()) -> dict[int, Facts | None]:
+    """Facts at the entry of every node (None: no path can get there)."""
+    preds = predecessors(order)
+    known: dict[int, Facts | None] = {}
+    for i, node in enumerate(order):
+        if i == 0:
+            known[node.nid] = {}
+            continue
+        acc = None
+        for pred, outcome in preds[node.nid]:
+            base = known[pred.nid]
+            edge = None if base is None else learn(base, pred.test, outcome, implications)
+            if edge is not None:
+                acc = edge if acc is None else meet(acc, edge)
+        known[node.nid] = acc
+    return known
+
+
+# ------------------------------------------------------------------------------- passes
+
+def thread_jumps(graph: Graph, implications: tuple[Implication, ...] = ()) -> bool:
+    """Move every edge past the tests its facts decide. True if anything moved."""
+    order = reachable(graph.root)
+    known = facts_in(order, implications)
+    changed = False
+    for node in order:
+        base = known[node.nid]
+        if node.is_leaf or base is None:
+            continue
+        for outcome in (True, False):
+            edge = learn(base, node.test, outcome, implications)
+            if edge is None:
+                continue
+            target = node.succ(outcome)
+            while not target.is_leaf:
+                answer = decide(edge, target.test)
+                if answer is None:
+                    break
+                target = target.succ(answer)
+            if target is not node.succ(outcome):
+                node.set_succ(outcome, target)
+                changed = True
+    return changed
+
+
+def _rewrite(graph: Graph, replace_of: dict[int, Node]) -> None:
+    def final(node: Node) -> Node:
+        while node.nid in replace_of:
+            node = replace_of[node.nid]
+        return node
+    for node in reachable(graph.root):
+        if not node.is_leaf:
+            node.jt, node.jf = final(node.jt), final(node.jf)
+    graph.root = final(graph.root)
+
+
+def skip_useless(graph: Graph) -> bool:
+    """Bypass tests whose edges go to the same node (only while every load is guarded)."""
+    useless = {n.nid: n.jt for n in reachable(graph.root) if not n.is_leaf and n.jt is n.jf}
+    _rewrite(graph, useless)
+    return bool(useless)
+
+
+def merge_equal(graph: Graph) -> bool:
+    """One node per (test, successors), merging from the leaves up."""
+    canon: dict[tuple, Node] = {}
+    replace_of: dict[int, Node] = {}
+
+    def final(node: Node) -> Node:
+        return replace_of.get(node.nid, node)
+    for node in reversed(reachable(graph.root)):
+        if node.is_leaf:
+            continue
+        key = (node.test, final(node.jt).nid, final(node.jf).nid)
+        if key in canon and canon[key] is not node:
+            replace_of[node.nid] = canon[key]
+        else:
+            canon[key] = node
+    _rewrite(graph, replace_of)
+    return bool(replace_of)
+
+
+def optimise(graph: Graph, implications: tuple[Implication, ...] = ()) -> Graph:
+    """All passes to a fixed point, then the guards (module doc). ``implications``
+    are facts of the domain the tests alone do not show (``cbpf_cfg.IMPLICATIONS``)."""
+    for _ in range(MAX_ROUNDS):
+        changed = thread_jumps(graph, implications)
+        changed = skip_useless(graph) or changed
+        changed = merge_equal(graph) or changed
+        if not changed:
+            break
+    while fuse_words(graph, implications):
+        pass
+    drop_guards(graph, implications)
+    merge_equal(graph)
+    return graph
+
+
+# --------------------------------------------------------------------------- fusing
+
+Equality = tuple[int, int, int, int, Node, Node]  # offset, size, mask, value, go on, fail
+
+
+def equality(node: Node) -> Equality | None:
+    """(offset, size, mask, value, go-on, fail) when the node continues only if
+    ``[offset:offset+size] & mask == value`` (an absolute load; ``jeq``, or ``jset``
+    continuing when the bits are clear)."""
+    t = node.test
+    if node.is_leaf or t.k is None or t.value[0].op != "ld" or len(t.value) > 2 or \
+            (len(t.value) == 2 and t.value[1].op != "and"):
+        return None
+    offset, size = t.value[0].k, t.value[0].size
+    full = (1 << (8 * size)) - 1
+    mask = t.value[1].k & full if len(t.value) == 2 else full
+    if t.op == "jeq" and t.k & ~mask == 0:
+        return offset, size, mask, t.k, node.jt, node.jf
+    if t.op == "jset" and len(t.value) == 1:
+        return offset, size, t.k & full, 0, node.jf, node.jt
+    return None
+
+
+def fuse_words(graph: Graph, implications: tuple[Implication, ...] = ()) -> bool:
+    """Two equality tests in a row on bytes of one 4-byte word, failing to the same
+    place, become one masked word compare (``ld [20]; and #0x1fff00ff; jeq #0x11``:
+    first fragment and UDP). Only where the facts show the whole word is present, and
+    the second test has no other way in. True if a pair was fused."""
+    order = reachable(graph.root)
+    preds = predecessors(order)
+    known = facts_in(order, implications)
+    for node in order:
+        a = equality(node)
+        if a is None or known[node.nid] is None:
+            continue
+        b = equality(a[4])
+        if b is None or b[5] is not a[5] or len(preds[a[4].nid]) != 1:
+            continue
+        end = max(a[0] + a[1], b[0] + b[1])
+        if end - 4 > min(a[0], b[0]) or end < 4 or \
+                decide(known[node.nid], Test(LEN, "jge", end)) is not True:
+            continue
+        mask = value = 0
+        for offset, size, m, v, *_ in (a, b):
+            shift = 8 * (end - offset - size)
+            if (value ^ (v << shift)) & mask & (m << shift):
+                break  # the two tests contradict each other: leave them
+            mask, value = mask | (m << shift), value | (v << shift)
+        else:
+            word = load(4, end - 4) + (() if mask == 0xFFFFFFFF else (Step("and", mask),))
+            node.test, node.jt, node.jf = Test(word, "jeq", value), b[4], a[5]
+            return True
+    return False
+
+
+# ------------------------------------------------------------------------------- guards
+
+X_SETUP_ENDS = {XState.IHL: (15, {}), XState.LEN: (0, {}),
+                XState.TCP4: (15, {XState.IHL: 27}), XState.TCP6: (67, {})}
+
+
+def load_ends(test: Test) -> tuple[int, dict[XState, int]]:
+    """How far the node's loads reach: absolute, and relative to each X state."""
+    absolute, relative = X_SETUP_ENDS[test.x] if test.x else (0, {})
+    relative = dict(relative)
+    for step in test.value:
+        if step.op == "ld":
+            absolute = max(absolute, step.k + step.size)
+        elif step.op == "ldx":
+            relative[test.x] = max(relative.get(test.x, 0), step.k + step.size)
+    return absolute, relative
+
+
+def witnesses(graph: Graph, implications: tuple[Implication, ...] = ()):
+    """Per node, how far every path from it to ``pass`` is known to reach: the largest
+    N such that a packet shorter than N meets a load that ends the program first, or
+    fails a test on the way (``implications``: tests that, all passed, prove a length).
+
+    Returns (absolute, relative): ``absolute[nid][mask]`` for each set (bit mask) of
+    implication conditions already passed on the way to the node; ``relative[nid]``
+    per X state, for loads at X + k. Computed from the leaves up, once for all guards.
+    """
+    conditions = [c for conds, _ in implications for c in conds]
+    bit = {c: 1 << i for i, c in enumerate(conditions)}
+    masks = range(1 << len(conditions))
+
+    def implied(mask: int) -> int:
+        out, at = 0, 0
+        for conds, consequence in implications:
+            need = sum(1 << (at + i) for i in range(len(conds)))
+            at += len(conds)
+            if mask & need == need:
+                out = max(out, consequence.k)
+        return out
+
+    absolute: dict[int, list[int]] = {}
+    relative: dict[int, dict[XState, int]] = {}
+    for node in reversed(reachable(graph.root)):
+        if node.is_leaf:
+            dropped = node is graph.dropped
+            absolute[node.nid] = [INF if dropped else implied(m) for m in masks]
+            relative[node.nid] = {s: INF for s in XState} if dropped else {}
+            continue
+        own_abs, own_rel = load_ends(node.test)
+        at, af = absolute[node.jt.nid], absolute[node.jf.nid]
+        bt, bf = bit.get((node.test, True), 0), bit.get((node.test, False), 0)
+        absolute[node.nid] = [max(own_abs, min(at[m | bt], af[m | bf])) for m in masks]
+        rt, rf = relative[node.jt.nid], relative[node.jf.nid]
+        relative[node.nid] = {s: max(own_rel.get(s, 0), min(rt.get(s, 0), rf.get(s, 0)))
+                              for s in XState}
+    return absolute, relative
+
+
+def drop_guards(graph: Graph, implications: tuple[Implication, ...] = ()) -> int:
+    """Bypass the guards the program's own loads and tests make redundant (module
+    doc). Only loads and the implications' tests count as proof, never another guard:
+    guards may go away together."""
+    absolute, relative = witnesses(graph, implications)
+    gone: dict[int, Node] = {}
+    for node in reachable(graph.root):
+        test = node.test
+        if node.is_leaf or not test.guard or node.jf is not graph.dropped:
+            continue
+        reach = absolute[node.jt.nid][0] if test.x is None else \
+            relative[node.jt.nid].get(test.x, 0)
+        if reach >= test.k:
+            gone[node.nid] = node.jt
+    _rewrite(graph, gone)
+    return len(gone)

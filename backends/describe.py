@@ -1,0 +1,52 @@
+"""One line of plain text per IR rule, for the comments above each emitted rule.
+
+The emitted files are meant to be read next to the policy: every rule's lines are
+preceded by ``# rule INDEX, line LINE: TEXT``, where TEXT is the rule as the IR holds it
+(lists expanded, names kept as ``$name``, values normalised by the checker).
+"""
+
+from __future__ import annotations
+
+from pfc.frontend import ir
+
+
+def describe(rule: ir.Rule) -> str:
+    words = [rule.action.name]
+    if rule.proto_name != "all":
+        words.append(rule.proto_name)
+    words += [match_text(m) for m in rule.matches]
+    if isinstance(rule.action, ir.Redirect):
+        port = f":{rule.action.port}" if rule.action.port is not None else ""
+        words.append(f"to {rule.action.address}{port}")
+    return " ".join(words)
+
+
+def match_text(m: ir.Match) -> str:
+    neg = "!" if m.negated else ""
+    if isinstance(m, ir.AddrMatch):
+        value = f"${m.set_name}" if m.set_name else _listed([str(p) for p in m.prefixes])
+        return f"{neg}{m.field} {value}"
+    if isinstance(m, ir.IntMatch):
+        value = f"${m.set_name}" if m.set_name else _listed(
+            [str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in m.ranges])
+        return f"{neg}{m.field} {value}"
+    if isinstance(m, ir.FlagsMatch):
+        names = [n for n, bit in ir.TCP_FLAGS.items() if m.set & bit]
+        names += ["!" + n for n, bit in ir.TCP_FLAGS.items() if m.clear & bit]
+        return f"{neg}flags {','.join(names)}"
+    if isinstance(m, ir.FragMatch):
+        return f"{neg}frag"
+    where = f"{m.offset}" if len(m.data) == 1 else f"{m.offset}:{len(m.data)}"
+    return f"{neg}payload[{where}] == 0x{m.data.hex()}"
+
+
+# A comment shows this many list values, then how many more: a list of 1,000 merged
+# rules on one comment line is 15 kB, which iptables-nft-restore refuses to parse.
+LISTED_MAX = 16
+
+
+def _listed(items: list[str]) -> str:
+    if len(items) == 1:
+        return items[0]
+    more = f", ... {len(items) - LISTED_MAX} more" if len(items) > LISTED_MAX else ""
+    return "{ " + ", ".join(items[:LISTED_MAX]) + more + " }"

@@ -1,0 +1,162 @@
+"""Targets ``socket``, ``tc`` and ``xdp``: one policy as an eBPF C program and object.
+
+One template (``templates/ebpf/prog.c.j2``) prints all three hooks from the plan of
+:mod:`pfc.backends.ebpf.plan`; they differ only in how a frame is read (direct packet
+access for XDP and tc, a copied window for a socket filter), what is returned, and
+how ``redirect`` writes (in place for XDP, through the checksum helpers for tc).
+
+Formats: ``o`` (default; an ELF object libbpf and ``bpftool prog load`` accept, with
+the C source and the exact clang command beside it) and ``c`` (the C alone).
+Programs are named ``pfc_xdp``, ``pfc_tc``, ``pfc_socket``; the counters of ``count``
+rules live in the per-CPU array ``pfc_counters`` indexed by rule index (``meta``).
+Large address sets are maps (``LPM_TRIE``, or a /24 bitmap in two arrays for large IPv4
+sets) whose contents travel in ``STEM.HOOK.maps.json``
+(both formats; ``meta["maps"]``, ``meta["maps_file"]``): loaders fill them with
+:func:`pfc.backends.ebpf.maps.open_filled`. ``group_runs`` runs first, so a blocklist
+written as rules becomes one set too.
+
+What each hook sees (``view``), measured on Linux 6.18 (docs/ebpf.md):
+
+- no hook sees a frame shorter than 14 bytes: ``packet_snd`` refuses them
+  (``dev_validate_header``: ``min_header_len`` = ETH_HLEN) and NICs drop runts;
+- tc and packet sockets see the frame with its outer VLAN tag removed; a tagged frame
+  shorter than 20 bytes is freed by ``skb_vlan_untag`` (``pskb_may_pull(skb,
+  VLAN_HLEN + 2)``) before either sees it.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib.resources import files
+
+import jinja2
+
+from pfc.backends.base import Artifact, Backend, Options, artifact_name
+from pfc.backends.ebpf import maps as ebpf_maps
+from pfc.backends.ebpf import plan as ebpf_plan
+from pfc.frontend import ir
+from pfc.frontend.diagnostics import CompileError, Diagnostic, Note, error
+from pfc.kernel import toolchain
+from pfc.kernel.toolchain import ToolchainError
+from pfc.oracle import packets
+
+HOOKS = ("socket", "tc", "xdp")
+PROGRAM = {h: f"pfc_{h}" for h in HOOKS}
+COUNTERS_MAP = "pfc_counters"
+ETH_HLEN = 14
+ALL_FEATURES = frozenset(("count", "redirect", "payload", "ipv6", "non-ip"))
+DESCRIPTIONS = {
+    "socket": "eBPF socket filter (SO_ATTACH_BPF on a packet socket); C and ELF object",
+    "tc": "eBPF tc clsact ingress, direct action (cls_bpf); C and ELF object",
+    "xdp": "eBPF XDP program (native or generic); C and ELF object",
+}
+_SAFE_SOURCE = re.compile(r"[^A-Za-z0-9_./+-]")
+
+
+def _environment() -> jinja2.Environment:
+    root = files("pfc.templates") / "ebpf"
+    return jinja2.Environment(
+        loader=jinja2.FunctionLoader(lambda name: (root / name).read_text()),
+        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+
+
+_ENV = _environment()
+
+
+def render(policy: ir.Policy, hook: str) -> str:
+    """The C source of ``policy`` for ``hook``."""
+    return render_plan(policy, ebpf_plan.program_plan(policy, hook))
+
+
+def render_plan(policy: ir.Policy, plan: ebpf_plan.ProgramPlan) -> str:
+    source = _SAFE_SOURCE.sub("?", policy.source.rsplit("/", 1)[-1])[:80]
+    return _ENV.get_template("prog.c.j2").render(plan=plan, source=source)
+
+
+# ---------------------------------------------------------------------------- emitting
+
+def _stem(policy: ir.Policy, hook: str) -> str:
+    return artifact_name(policy, hook, "o")[:-2]
+
+
+def emit(policy: ir.Policy, options: Options) -> Artifact:
+    hook = options.hook or options.target
+    plan = ebpf_plan.program_plan(policy, hook)
+    text = render_plan(policy, plan)
+    stem = _stem(policy, hook)
+    meta = {"program": PROGRAM[hook], "counters": COUNTERS_MAP if policy.count_rules
+            else None, "count_rules": [r.index for r in policy.count_rules]}
+    data = {}
+    if plan.sets:
+        meta |= {"maps": ebpf_maps.maps_meta(plan.sets), "maps_file": f"{stem}.maps.json"}
+        data = {f"{stem}.maps.json": ebpf_maps.maps_file(plan.sets)}
+    if options.format == "c":
+        return Artifact(options.target, hook, "c", text, {f"{stem}.c": text.encode()} | data,
+                        policy, meta)
+    try:
+        built = toolchain.compile_c(text, stem)
+    except ToolchainError as exc:
+        raise CompileError([_clang_diagnostic(policy, text, exc)]) from exc
+    command = (f"# The exact command that built {stem}.o, run in a directory holding the C\n"
+               f"# source as {stem}.c (`pfc compile -o` may have renamed both).\n"
+               f"{built.command}\n")
+    files_ = {f"{stem}.o": built.obj, f"{stem}.c": text.encode(),
+              f"{stem}.clang.txt": command.encode()} | data
+    return Artifact(options.target, hook, "o", None, files_, policy,
+                    meta | {"clang": built.command})
+
+
+def _clang_diagnostic(policy: ir.Policy, text: str, exc: ToolchainError) -> Diagnostic:
+    """clang rejecting generated C is a pfc bug: say so, on the rule it concerns."""
+    rule = _rule_at(policy, text, exc.lines[0]) if exc.lines else None
+    where = f"rule at line {rule.line}" if rule else "the program"
+    span = rule.span if rule else policy.default_span
+    notes = (Note(f"clang said:\n{exc.output.strip() or exc}"),)
+    if exc.command:
+        notes += (Note(f"command: {exc.command}"),)
+    return error(f"internal error: clang rejected the generated program for {where}; "
+                 "this is a pfc bug, please report it with the policy", span,
+                 code="internal", notes=notes)
+
+
+def _rule_at(policy: ir.Policy, text: str, line: int) -> ir.Rule | None:
+    """The rule whose code holds C line ``line`` (the last ``/* rule N`` above it)."""
+    index = None
+    for content in text.splitlines()[:line]:
+        found = re.match(r"\s*/\* rule (\d+), line", content)
+        if found:
+            index = int(found.group(1))
+    return policy.rule(index) if index is not None else None
+
+
+# ------------------------------------------------------------------------------ views
+
+def view(hook: str, frame: bytes) -> bytes | None:
+    """The frame as ``hook`` sees it; None if the hook never sees it (module doc)."""
+    if hook == "xdp":
+        return frame if len(frame) >= ETH_HLEN else None
+    return packets.l2_input_view(frame)
+
+
+def _run(artifact: Artifact, frames: list[bytes]):
+    from pfc.backends.ebpf import run as ebpf_run
+
+    return ebpf_run.run(artifact, frames)
+
+
+def _passes() -> tuple:
+    """``group_runs``: runs of terminal rules differing in one value become one list
+    match (one map lookup when the list is long)."""
+    from pfc.passes.group import group_runs
+
+    return (group_runs,)
+
+
+def _backend(hook: str) -> Backend:
+    supports = ALL_FEATURES - ({"redirect"} if hook == "socket" else set())
+    return Backend(name=hook, description=DESCRIPTIONS[hook], supports=supports,
+                   formats=("o", "c"), hooks=(hook,), emit=emit, passes=_passes(),
+                   binary_formats=frozenset(("o",)), run=_run, view=view)
+
+
+BACKENDS = tuple(_backend(h) for h in HOOKS)

@@ -1,0 +1,238 @@
+"""Large address sets of the eBPF targets: maps filled at load time.
+
+An address list with more than ``ebpf_plan.INLINE_PREFIXES_MAX`` prefixes of one family
+is not compiled into code: the program looks the address up in maps it declares
+(``ebpf_plan.SetMap``, ``templates/ebpf/tables.c.j2``), and the artifact carries their
+contents in a data file beside the object, ``STEM.HOOK.maps.json``: one set per line,
+its collapsed (disjoint) prefixes and how they are stored::
+
+    {"format":"pfc-ebpf-maps/1","maps":[
+    {"name":"pfc_r0_src6","type":"lpm_trie","family":6,"key_size":20,"value_size":1,
+     "max_entries":2,"value":1,"prefixes":["2001:db8::/32","2001:db9::1/128"]},
+    {"name":"pfc_r0_src4","type":"ipv4_bitmap","family":4,"leaf":"pfc_r0_src4l",
+     "top_entries":262144,"leaf_entries":1512,"prefixes":["1.2.3.4/32", ...]}
+    ]}
+
+- ``lpm_trie``: one LPM_TRIE map; key ``u32 prefixlen`` (host byte order, ``struct
+  bpf_lpm_trie_key``) then the address bytes in network order; value one byte, 1.
+- ``ipv4_bitmap``: two arrays (``struct pfc_top``, ``struct pfc_leaf`` in the C) built
+  from the prefixes by :func:`bitmap_tables`.
+
+Whoever loads the object fills every map before the program sees a packet:
+:func:`open_filled` is the one place that does it (test runs, ``pfc load``,
+``pfc.attach_socket``, benchmarks); :func:`bpftool_batch` (and ``python -m
+pfc.backends.ebpf.maps MAPS.json PIN_DIR``) prints the same fill as ``bpftool batch``
+input for objects loaded by hand (docs/ebpf.md).
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import socket
+import struct
+from collections.abc import Iterable, Iterator
+
+from pfc.backends.base import Artifact
+from pfc.backends.ebpf.plan import SetMap
+from pfc.kernel import bpf
+
+FORMAT = "pfc-ebpf-maps/1"
+VALUE = 1
+FAMILY = {4: socket.AF_INET, 6: socket.AF_INET6}
+ADDR_BYTES = {4: 4, 6: 16}
+TOP_ENTRIES = 1 << 18  # bitmap sets: one top entry per 64 /24s
+TOP = struct.Struct("<QQII")  # struct pfc_top: full, part, base, pad
+LEAF_SIZE = 32  # struct pfc_leaf: 256 bits
+
+
+# ------------------------------------------------------------------ artifact side
+
+def prefix_text(version: int, address: int, length: int) -> str:
+    raw = address.to_bytes(ADDR_BYTES[version], "big")
+    return f"{socket.inet_ntop(FAMILY[version], raw)}/{length}"
+
+
+def map_record(s: SetMap) -> dict:
+    prefixes = [prefix_text(s.version, a, n) for a, n in s.prefixes]
+    if s.kind == "bitmap":
+        return {"name": s.name, "type": "ipv4_bitmap", "family": 4, "leaf": s.leaf,
+                "top_entries": TOP_ENTRIES, "leaf_entries": s.partial, "prefixes": prefixes}
+    return {"name": s.name, "type": "lpm_trie", "family": s.version,
+            "key_size": s.key_size, "value_size": 1, "max_entries": len(s.prefixes),
+            "value": VALUE, "prefixes": prefixes}
+
+
+def maps_file(sets: Iterable[SetMap]) -> bytes:
+    """The maps file: one JSON object, one set per line of ``maps``."""
+    records = [json.dumps(map_record(s), separators=(",", ":")) for s in sets]
+    return (f'{{"format":"{FORMAT}","maps":[\n' + ",\n".join(records) + "\n]}\n").encode()
+
+
+def maps_meta(sets: Iterable[SetMap]) -> dict:
+    """``artifact.meta["maps"]``: map name → type, family, key size, value size,
+    entries (``max_entries``), for every map the sets declare."""
+    out = {}
+    for s in sets:
+        if s.kind == "bitmap":
+            out[s.name] = {"type": "array", "family": 4, "key_size": 4,
+                           "value_size": TOP.size, "entries": TOP_ENTRIES}
+            out[s.leaf] = {"type": "array", "family": 4, "key_size": 4,
+                           "value_size": LEAF_SIZE, "entries": s.partial}
+        else:
+            out[s.name] = {"type": "lpm_trie", "family": s.version, "key_size": s.key_size,
+                           "value_size": 1, "entries": len(s.prefixes)}
+    return out
+
+
+def maps_of(artifact: Artifact) -> list[dict]:
+    """The set records of the artifact's maps file; [] when it has none."""
+    name = artifact.meta.get("maps_file")
+    if not name:
+        return []
+    return parse(artifact.files[name], name)
+
+
+def parse(data: bytes, name: str = "maps file") -> list[dict]:
+    """The set records of a maps file's bytes."""
+    doc = json.loads(data)
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ValueError(f"{name}: not a {FORMAT} file")
+    return doc["maps"]
+
+
+# --------------------------------------------------------------------- loader side
+
+def _prefixes(record: dict) -> Iterator[tuple[bytes, int]]:
+    """(address bytes, prefix length) of every entry."""
+    version = record["family"]
+    family, full = FAMILY[version], 8 * ADDR_BYTES[version]
+    for text in record["prefixes"]:
+        addr, _, length = text.partition("/")
+        yield socket.inet_pton(family, addr), int(length or full)
+
+
+def lpm_keys(record: dict) -> bytes:
+    """Every entry's LPM_TRIE key, concatenated (``key_size`` bytes each)."""
+    out = bytearray()
+    for raw, length in _prefixes(record):
+        out += length.to_bytes(4, "little")
+        out += raw
+    return bytes(out)
+
+
+def bitmap_tables(record: dict) -> tuple[dict[int, bytes], bytes]:
+    """An IPv4 bitmap set's non-zero top entries (index → struct pfc_top) and its
+    leaf array (struct pfc_leaf each, in the order of the /24s they describe)."""
+    full: dict[int, int] = {}
+    partial: dict[int, int] = {}
+    for raw, length in _prefixes(record):
+        addr = int.from_bytes(raw, "big")
+        if length <= 24:
+            _set_full(full, addr >> 8, 1 << (24 - length))
+        else:
+            n = 1 << (32 - length)
+            partial[addr >> 8] = partial.get(addr >> 8, 0) | (((1 << n) - 1) << (addr & 255))
+    part: dict[int, int] = {}
+    base: dict[int, int] = {}
+    leaf = bytearray(LEAF_SIZE * max(1, len(partial)))
+    for rank, i in enumerate(sorted(partial)):
+        base.setdefault(i >> 6, rank)
+        part[i >> 6] = part.get(i >> 6, 0) | 1 << (i & 63)
+        leaf[LEAF_SIZE * rank:LEAF_SIZE * (rank + 1)] = partial[i].to_bytes(LEAF_SIZE, "little")
+    top = {w: TOP.pack(full.get(w, 0), part.get(w, 0), base.get(w, 0), 0)
+           for w in sorted(full.keys() | part.keys())}
+    return top, bytes(leaf)
+
+
+def _set_full(full: dict[int, int], first: int, count: int) -> None:
+    """Mark the /24s first .. first+count-1 as wholly in the set (count is a power of
+    two and first a multiple of it: a prefix)."""
+    if count < 64:
+        w = first >> 6
+        full[w] = full.get(w, 0) | (((1 << count) - 1) << (first & 63))
+        return
+    for w in range(first >> 6, (first + count) >> 6):
+        full[w] = (1 << 64) - 1
+
+
+def updates(record: dict) -> list[tuple[str, bytes, bytes]]:
+    """(map name, keys, values) that fill one set's maps (concatenated entries)."""
+    if record["type"] == "lpm_trie":
+        count = len(record["prefixes"])
+        return [(record["name"], lpm_keys(record), bytes([record["value"]]) * count)]
+    if record["type"] != "ipv4_bitmap":
+        raise ValueError(f"unknown set map type {record['type']!r}")
+    top, leaf = bitmap_tables(record)
+    return [(record["name"], array.array("I", top).tobytes(), b"".join(top.values())),
+            (record["leaf"], array.array("I", range(len(leaf) // LEAF_SIZE)).tobytes(), leaf)]
+
+
+def fill(obj: bpf.Object, artifact: Artifact) -> None:
+    """Put every entry of the artifact's maps file into the object's maps."""
+    for record in maps_of(artifact):
+        for name, keys, values in updates(record):
+            obj.maps[name].update_batch(keys, values)
+
+
+def object_bytes(artifact: Artifact) -> bytes:
+    """The artifact's ELF object (format ``c``: compiled from its text)."""
+    name = next(iter(artifact.files))
+    if artifact.format == "o":
+        return artifact.files[name]
+    from pfc.kernel import toolchain
+
+    return toolchain.compile_c(artifact.text or "", name.rsplit(".", 1)[0]).obj
+
+
+def open_filled(artifact: Artifact, elf: bytes | None = None) -> bpf.Object:
+    """Load the artifact's object (``elf`` if given) and fill its maps: the program
+    sees no packet before the maps hold the sets. Closes the object on failure."""
+    obj = bpf.Object(elf if elf is not None else object_bytes(artifact),
+                     artifact.meta["program"])
+    try:
+        fill(obj, artifact)
+    except BaseException:
+        obj.close()
+        raise
+    return obj
+
+
+def bpftool_batch(records: list[dict], pin_dir: str) -> str:
+    """``bpftool batch file`` input that fills the maps of the sets ``records``
+    (``maps_of``/``parse``) of an object loaded by hand with ``bpftool prog loadall OBJ
+    PROGDIR pinmaps PIN_DIR`` (maps pinned by name; arrays start zeroed, so only
+    non-zero entries are written)."""
+    lines = []
+    for record in records:
+        for name, keys, values in updates(record):
+            count = len(keys) // 4 if record["type"] != "lpm_trie" else len(
+                record["prefixes"])
+            if count == 0:
+                continue
+            ksize, vsize = len(keys) // count, len(values) // count
+            for i in range(count):
+                key = " ".join(f"{b:02x}" for b in keys[i * ksize:(i + 1) * ksize])
+                value = " ".join(f"{b:02x}" for b in values[i * vsize:(i + 1) * vsize])
+                lines.append(f"map update pinned {pin_dir}/{name} key hex {key} "
+                             f"value hex {value}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pfc.backends.ebpf.maps STEM.HOOK.maps.json PIN_DIR``: the
+    ``bpftool batch`` text on stdout."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m pfc.backends.ebpf.maps MAPS.json PIN_DIR > fill.batch",
+              file=sys.stderr)
+        return 2
+    with open(args[0], "rb") as f:
+        sys.stdout.write(bpftool_batch(parse(f.read(), args[0]), args[1].rstrip("/")))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

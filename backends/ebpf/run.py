@@ -1,0 +1,188 @@
+"""Run the eBPF targets in the kernel: ``BPF_PROG_TEST_RUN`` per frame, and the real
+tc hook for the frames the test-run interface refuses.
+
+What the test-run interface does (net/bpf/test_run.c, measured on Linux 6.18):
+
+- XDP: data as given (14 to 3520 bytes linear; larger frames go to fragments, which a
+  program without ``xdp.frags`` cannot read: refused here);
+- tc (``BPF_PROG_TYPE_SCHED_CLS``): ``eth_type_trans`` sets ``skb->protocol``, then
+  ``skb->data`` is pushed back to the Ethernet header, as at clsact ingress. It refuses
+  (EINVAL) a frame whose EtherType is IPv4 and which has fewer than 14 + 20 bytes, or
+  IPv6 and fewer than 14 + 40 bytes — frames the real tc hook does see. Those are run
+  through the real hook: the program attached at clsact ingress of a veth in a
+  throw-away namespace (:func:`run_attached_tc`);
+- socket filter: ``eth_type_trans`` pulls the Ethernet header, so the program would see
+  ``skb->data`` at L3 — but on an AF_PACKET SOCK_RAW socket ``packet_rcv`` pushes it
+  back to the Ethernet header before ``run_filter``. The runner reproduces that by
+  prefixing a 14-byte pseudo link header (EtherType 0x88b5, local experimental, which
+  the IPv4/IPv6 length check does not concern): the test run pulls it, and the program
+  sees the frame from its first byte with ``skb->len`` = the frame's length, exactly
+  as on the socket.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+
+from pfc.backends.base import Artifact
+from pfc.backends.ebpf import maps as ebpf_maps
+from pfc.frontend import ir
+from pfc.kernel import bpf
+from pfc.kernel.observation import KernelUnavailable, Observation
+
+XDP_DROP, XDP_PASS = 1, 2
+TC_ACT_OK, TC_ACT_SHOT = 0, 2
+ETH_P_IP, ETH_P_IPV6 = 0x0800, 0x86DD
+PSEUDO_LINK = bytes(12) + b"\x88\xb5"
+# tc test runs refuse IPv4/IPv6 frames shorter than the fixed IP header (measured).
+TC_TEST_RUN_MIN = {b"\x08\x00": 14 + 20, b"\x86\xdd": 14 + 40}
+
+
+class TestRunRefused(ValueError):
+    """A frame the hook can see but the test-run interface cannot show it."""
+
+    __test__ = False
+
+
+# ----------------------------------------------------------------------- loaded objects
+
+_loaded: dict[int, bpf.Object] = {}
+
+
+def loaded(artifact: Artifact) -> bpf.Object:
+    """The artifact's object, loaded once (maps filled) and closed when the artifact is
+    collected."""
+    key = id(artifact)
+    obj = _loaded.get(key)
+    if obj is None or obj.closed:
+        why = _privileges()
+        if why:
+            raise KernelUnavailable(why)
+        obj = ebpf_maps.open_filled(artifact)
+        _loaded[key] = obj
+        weakref.finalize(artifact, _forget, key, obj)
+    return obj
+
+
+def _forget(key: int, obj: bpf.Object) -> None:
+    obj.close()
+    if _loaded.get(key) is obj:
+        del _loaded[key]
+
+
+def _privileges() -> str | None:
+    if os.geteuid() != 0:
+        return "eBPF test runs need root (CAP_BPF, CAP_NET_ADMIN)"
+    return None
+
+
+# -------------------------------------------------------------------------------- runs
+
+def verdict_of(hook: str, retval: int, frame: bytes) -> ir.Verdict:
+    """The verdict a hook's return value means; anything else is a pfc bug."""
+    if hook == "xdp" and retval in (XDP_DROP, XDP_PASS):
+        return ir.Verdict.DROP if retval == XDP_DROP else ir.Verdict.PASS
+    if hook == "tc" and retval in (TC_ACT_OK, TC_ACT_SHOT):
+        return ir.Verdict.DROP if retval == TC_ACT_SHOT else ir.Verdict.PASS
+    if hook == "socket" and retval in (0, len(frame)):
+        return ir.Verdict.DROP if retval == 0 else ir.Verdict.PASS
+    raise AssertionError(f"{hook} program returned {retval} on a {len(frame)}-byte frame")
+
+
+def tc_refuses(frame: bytes) -> bool:
+    return len(frame) < TC_TEST_RUN_MIN.get(frame[12:14], 14)
+
+
+def test_run(hook: str, prog: bpf.Program, frame: bytes) -> tuple[ir.Verdict, bytes | None]:
+    """One frame through ``BPF_PROG_TEST_RUN``: the verdict and, for XDP and tc, the
+    bytes after the run (for a pass)."""
+    limit = bpf.MAX_XDP_DATA if hook == "xdp" else bpf.MAX_SKB_DATA
+    data = PSEUDO_LINK + frame if hook == "socket" else frame
+    if not bpf.MIN_DATA <= len(data) <= limit or (hook == "tc" and tc_refuses(frame)):
+        raise TestRunRefused(f"{hook}: the test-run interface refuses a {len(frame)}-byte "
+                             "frame (docs/ebpf.md)")
+    result = prog.test_run(data)
+    verdict = verdict_of(hook, result.retval, frame)
+    out = result.data_out if hook != "socket" and verdict is ir.Verdict.PASS else None
+    return verdict, out
+
+
+def counters(artifact: Artifact, obj: bpf.Object) -> dict[int, tuple[int, int]] | None:
+    if not artifact.meta.get("counters"):
+        return {}
+    table = obj.maps[artifact.meta["counters"]]
+    return {i: table.sum_u64(i) for i in artifact.meta["count_rules"]}
+
+
+def run(artifact: Artifact, frames: list[bytes]) -> Observation:
+    """Every frame through the artifact's program; counters reset before, read after."""
+    obj = loaded(artifact)
+    hook = artifact.hook
+    prog = obj.programs[artifact.meta["program"]]
+    if artifact.meta.get("counters"):
+        obj.maps[artifact.meta["counters"]].reset()
+    verdicts: list[ir.Verdict | None] = [None] * len(frames)
+    outs: list[bytes | None] = [None] * len(frames)
+    later = []
+    for i, frame in enumerate(frames):
+        if hook == "tc" and len(frame) >= 14 and tc_refuses(frame):
+            later.append(i)
+            continue
+        verdicts[i], outs[i] = test_run(hook, prog, frame)
+    if later:
+        for i, (verdict, out) in zip(later, run_attached_tc(prog, [frames[i] for i in later]),
+                                     strict=True):
+            verdicts[i], outs[i] = verdict, out
+    return Observation(verdicts, outs, counters(artifact, obj))
+
+
+# ------------------------------------------------------------------- the real tc hook
+
+def run_attached_tc(prog: bpf.Program, frames: list[bytes]) -> list[tuple[ir.Verdict, bytes]]:
+    """Frames through the program attached at clsact ingress of a veth (IPv4 and IPv6
+    EtherTypes only: the marker frames that end each step never meet it).
+
+    A frame the program passes reaches the packet sockets bound to its EtherType, which
+    the kernel serves after tc ingress; a marker seen by an ETH_P_ALL socket (served
+    before tc) after it proves the frame was processed."""
+    from pyroute2 import IPRoute
+
+    from pfc.kernel import netns
+
+    if netns.missing_privileges():
+        raise KernelUnavailable(netns.missing_privileges())
+    out = []
+    with netns.lab() as lab, IPRoute() as ipr, netns.one_cpu():
+        ipr.tc("add", "clsact", lab.dut_index)
+        for prio, proto in enumerate((ETH_P_IP, ETH_P_IPV6), start=1):
+            ipr.tc("add-filter", "bpf", lab.dut_index, ":1", fd=prog.fd, name="pfc",
+                   parent="ffff:fff2", classid=1, direct_action=True, prio=prio,
+                   protocol=proto)
+        taps = {p: netns.packet_socket(lab.dut, p) for p in (ETH_P_IP, ETH_P_IPV6)}
+        every = netns.packet_socket(lab.dut)
+        inject = netns.Injector(lab.inj)
+        try:
+            for seq, frame in enumerate(frames):
+                out.append(_step(frame, seq, lab, inject, every, taps))
+        finally:
+            inject.close()
+            every.close()
+            for s in taps.values():
+                s.close()
+    return out
+
+
+def _step(frame, seq, lab, inject, every, taps) -> tuple[ir.Verdict, bytes | None]:
+    from pfc.kernel import netns
+
+    for s in taps.values():
+        netns.drain(s)
+    inject.send(frame)
+    inject.send(netns.marker_frame(lab.dut_mac, lab.inj_mac, seq))
+    netns.recv_until_marker(every, seq)
+    proto = int.from_bytes(frame[12:14], "big")
+    got = netns.drain(taps[proto])  # bound to one protocol: incoming frames only
+    if not got:
+        return ir.Verdict.DROP, None
+    return ir.Verdict.PASS, got[-1]

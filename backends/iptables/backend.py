@@ -1,0 +1,236 @@
+"""Target ``iptables``: ``iptables-restore`` and ``ip6tables-restore`` files (+ ipset).
+
+Hooks: ``raw-prerouting`` (default; table raw, chain PREROUTING, before conntrack) and
+``filter-input`` (table filter, chain INPUT: only packets addressed to this host).
+
+Layout, chosen so a load never disturbs the user's own rules (``--noflush``):
+
+- the rules live in one pfc-owned chain (``PFC``, from ``--table``), declared with
+  ``:PFC - [0:0]``, which under ``--noflush`` creates the chain or flushes it (measured,
+  both flavours): each load replaces pfc's rules atomically;
+- the jump from the base chain: iptables-restore has no "add if missing", and every
+  rule command changes the base chain by exactly one rule whatever it holds, so no
+  single file can leave exactly one jump both when there is none and when there is one.
+  The main file therefore deletes the jump and inserts it again at position 1 (a reload
+  keeps one jump; a first load fails loudly, atomically, with nothing applied), and a
+  small ``.init`` file, loaded once, creates the chain and the first jump;
+- ``pass`` is ``RETURN`` (later rules of the base chain still apply, so pfc's ``pass``
+  is "pfc does not drop it", like its default); ``drop`` is ``DROP``; ``count`` is a rule
+  with no target, whose counters are the rule's (``iptables-save -c``);
+- both families are always written, so a reload also replaces a previous policy's
+  IPv6 rules; a rule of family ``any`` (``drop`` alone) is in both: non-IP frames never
+  reach these hooks (``view``), which is not something the rule could express;
+- ``redirect`` is not supported (left out of ``supports``): iptables' DNAT lives in the
+  nat table, behind conntrack, rewrites only the first packet of a connection's tuple
+  and changes conntrack state, so it cannot give the interpreter's stateless rewrite.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING
+
+from pfc.backends.base import Artifact, Backend, Options, artifact_name, check_dev, check_name
+from pfc.backends.describe import describe
+from pfc.backends.iptables import lower as low
+from pfc.frontend import ir
+
+if TYPE_CHECKING:  # jinja2 loads on first render
+    import jinja2
+
+HOOKS = {"raw-prerouting": ("raw", "PREROUTING"), "filter-input": ("filter", "INPUT")}
+FAMILIES = {4: ("iptables", "IPv4", "inet"), 6: ("ip6tables", "IPv6", "inet6")}
+RESERVED = {"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING", "ACCEPT", "DROP",
+            "RETURN", "QUEUE", "REJECT", "CT", "NOTRACK", "LOG", "NFLOG"}
+MAX_TABLE = 16  # chain PREFIX-notrack within iptables' 28, set names within ipset's 31
+FLAVOURS = ("nft", "legacy")
+
+
+@dataclass(frozen=True)
+class Entry:
+    index: int
+    line: int
+    text: str
+    note: str
+    lines: tuple[str, ...]
+
+
+def chain_name(table: str) -> str:
+    check_name(table, "table")
+    chain = table.upper()
+    if len(table) > MAX_TABLE or chain in RESERVED:
+        raise ValueError(f"invalid table `{table}` for iptables: at most {MAX_TABLE} "
+                         "characters, not a built-in chain or target name")
+    return chain
+
+
+def target(rule: ir.Rule, chain: str, notrack: bool) -> str | None:
+    if isinstance(rule.action, ir.Drop):
+        return "-j DROP"
+    if isinstance(rule.action, ir.Pass):
+        return f"-g {chain}-notrack" if notrack else "-j RETURN"
+    if isinstance(rule.action, ir.Count):
+        return None
+    raise ValueError(f"iptables cannot express `{rule.action.name}`")  # capability check
+
+
+def entries(policy: ir.Policy, family: int, lowering: low.Lowering, chain: str,
+            notrack: bool) -> tuple[list[Entry], list[int | None]]:
+    """The rules of one family, and for each ``-A CHAIN`` line the rule it belongs to."""
+    out, owners = [], []
+    for rule in policy.rules:
+        if family not in rule.family.versions:
+            continue
+        alts = lowering.rule(rule, family)
+        tail = target(rule, chain, notrack)
+        lines = tuple(" ".join(a.argv() + ([tail] if tail else [])) for a in alts)
+        note = "" if alts else f" (never matches {FAMILIES[family][1]}: left out)"
+        out.append(Entry(rule.index, rule.line, describe(rule), note, lines))
+        owners += [rule.index] * len(lines)
+    return out, owners
+
+
+def default_line(policy: ir.Policy, chain: str, notrack: bool) -> str | None:
+    if policy.default is ir.Verdict.DROP:
+        return "-j DROP"
+    return f"-g {chain}-notrack" if notrack else None
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The checked options: where the rules go and how they are reached."""
+
+    hook: str
+    table: str
+    base: str
+    chain: str
+    dev: str | None
+    notrack: bool
+    flavour: str
+
+    @property
+    def jump(self) -> str:
+        return (f"-i {self.dev} " if self.dev else "") + f"-j {self.chain}"
+
+
+def setup(options: Options) -> Setup:
+    """Options → Setup; ValueError (a usage error) for anything not allowed."""
+    hook = options.hook or "raw-prerouting"
+    table, base = HOOKS[hook]
+    if options.notrack and table != "raw":
+        raise ValueError("--notrack needs hook raw-prerouting (CT --notrack works in the "
+                         "raw table only)")
+    flavour = options.extra.get("flavour", "nft")
+    if flavour not in FLAVOURS:
+        raise ValueError(f"unknown iptables flavour `{flavour}`: {', '.join(FLAVOURS)}")
+    return Setup(hook, table, base, chain_name(options.table),
+                 check_dev(options.dev) if options.dev else None, options.notrack, flavour)
+
+
+def family_files(policy: ir.Policy, s: Setup, lowering: low.Lowering) -> dict[int, dict]:
+    """Per family: the entries to print, file names, and each line's rule index."""
+    out = {}
+    for family, (tool, name, _) in FAMILIES.items():
+        found, owners = entries(policy, family, lowering, s.chain, s.notrack)
+        default = default_line(policy, s.chain, s.notrack)
+        out[family] = {"tool": tool, "name": name, "entries": found, "default": default,
+                       "owners": owners + ([None] if default else []),
+                       "main": artifact_name(policy, tool, "restore"),
+                       "init": artifact_name(policy, tool, "init")}
+    return out
+
+
+def emit(policy: ir.Policy, options: Options) -> Artifact:
+    s = setup(options)
+    lowering = low.Lowering(options.table.lower())
+    fams = family_files(policy, s, lowering)
+    ipset = artifact_name(policy, "iptables", "ipset") if lowering.sets else None
+    env = _environment()
+    macros = env.get_template("iptables.j2").make_module({
+        "source": policy.source, "table": s.table, "base": s.base, "chain": s.chain,
+        "dev": s.dev, "jump": s.jump, "notrack": s.notrack, "ipset": ipset,
+        "default": policy.default.value})
+    files = {f["main"]: str(macros.main(f)) for f in fams.values()}
+    files |= {f["init"]: str(macros.init(f)) for f in fams.values()}
+    if ipset:
+        files[ipset] = _ipset_text(env, policy, lowering, ipset)
+    text = printed(files, {f["main"]: f["tool"] for f in fams.values()}
+                   | {f["init"]: f["tool"] for f in fams.values()} | {ipset: "ipset"})
+    meta = {"table": s.table, "base": s.base, "chain": s.chain, "dev": s.dev,
+            "flavour": s.flavour, "notrack": s.notrack, "sets": sorted(lowering.sets),
+            "lines": {f["name"]: f["owners"] for f in fams.values()},
+            "files": {"ipv4": fams[4]["main"], "ipv6": fams[6]["main"],
+                      "init4": fams[4]["init"], "init6": fams[6]["init"], "ipset": ipset}}
+    return Artifact("iptables", s.hook, options.format or "restore", text,
+                    {k: v.encode() for k, v in files.items()}, policy, meta)
+
+
+def printed(files: dict[str, str], tools: dict[str | None, str]) -> str:
+    """What ``pfc compile`` prints: the IPv4 main file as it is, then every other file
+    with each line commented out. Piped whole into ``iptables-restore`` it loads the
+    IPv4 rules and nothing else: the IPv6 rules are not valid IPv4 rules (their u32
+    offsets are IPv6's), so they must never reach iptables by accident."""
+    (first, body), *rest = files.items()
+    out = [f"# ==== {first}: {tools[first]}-restore --noflush ====\n{body}"]
+    for name, text in rest:
+        how = "ipset restore" if tools[name] == "ipset" else f"{tools[name]}-restore --noflush"
+        lines = "".join(f"# {line}".rstrip() + "\n" for line in text.splitlines())
+        out.append(f"# ==== {name}: {how} (commented out here) ====\n{lines}")
+    return "\n".join(out)
+
+
+def _ipset_text(env: jinja2.Environment, policy: ir.Policy, lowering: low.Lowering,
+                name: str) -> str:
+    sets = [{"name": s.name, "tmp": f"{s.name[:27]}.new", "family": FAMILIES[s.family][2],
+             "maxelem": max(65536, 1 << (len(s.prefixes) - 1).bit_length()),
+             "prefixes": [str(p) for p in s.prefixes]}
+            for s in lowering.sets.values()]
+    return env.get_template("ipset.j2").render(source=policy.source, name=name, sets=sets) \
+        + "\n"
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    import jinja2
+
+    root = resources.files("pfc.templates")
+    return jinja2.Environment(
+        loader=jinja2.FunctionLoader(lambda n: (root / n).read_text()),
+        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+
+
+def view(hook: str, frame: bytes) -> bytes | None:
+    """What the hook sees: the IP packet as ``ip_rcv``/``ipv6_rcv`` leave it (none for
+    non-IP frames or packets they drop); INPUT also needs local delivery."""
+    from pfc.backends.iptables import run as iptrun
+    return iptrun.view(hook, frame)
+
+
+def run(artifact: Artifact, frames: list[bytes]):
+    from pfc.backends.iptables import run as iptrun
+    return iptrun.run(artifact, frames)
+
+
+def _passes() -> tuple:
+    """IR passes before emission: ``group_runs`` (runs of rules differing in one value
+    become one list: one ipset or u32 value list instead of a rule each), then
+    ``split_families`` (a rule of family IP becomes an IPv4 and an IPv6 rule, same
+    index). ``emit`` lowers each rule per family anyway, so the output means the same
+    with or without the latter; it is used once it exists."""
+    from pfc.passes.group import group_runs
+    try:
+        from pfc.passes.split_families import split_families
+    except ImportError:
+        return (group_runs,)
+    return (group_runs, split_families)
+
+
+BACKENDS = (Backend(
+    name="iptables",
+    description="iptables-restore + ip6tables-restore files (raw PREROUTING or filter "
+                "INPUT), ipset for lists",
+    supports=frozenset({"count", "payload", "ipv6", "non-ip"}),
+    formats=("restore",), hooks=tuple(HOOKS), emit=emit, passes=_passes(), run=run,
+    view=view),)

@@ -1,0 +1,319 @@
+"""Target ``nft``: an nftables ruleset in its own table, as ``nft -f`` text or JSON.
+
+Hooks: ``ingress`` (default; family netdev, needs ``--dev``: every frame the device
+receives, after the kernel removed the outer VLAN tag, before IP input), ``prerouting``
+(family inet, priority -300: before conntrack, like raw PREROUTING) and ``input``
+(family inet, priority 0: packets addressed to this host).
+
+Layout: ``table FAMILY TABLE`` / ``delete table FAMILY TABLE`` / ``table FAMILY TABLE
+{...}`` in one file, one transaction: a load creates or replaces pfc's table and never
+touches another (nft 1.0.6 has no ``destroy``). One base chain with ``policy accept``;
+the default is its last rule. ``pass`` is ``accept`` (pfc does not drop it; later base
+chains on the hook still see it), ``drop`` is ``drop``, ``count`` a named counter
+``rule_INDEX`` (one per count rule, shared by the rule's per-family halves), and every
+terminal rule carries an anonymous counter and the comment ``pfc rule INDEX``.
+``redirect`` is payload statements (``nft_redirect``), stateless, at every hook; its
+rules jump to the regular chains ``fix4``/``fix6`` when nft may have written a
+checksum as 0xffff. The text and the JSON (libnftables-json) are printed from the same
+lowered rules (``nft_lower``), so both load the same ruleset.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING
+
+from pfc.backends.base import Artifact, Backend, Options, artifact_name, check_dev, check_name
+from pfc.backends.describe import describe
+from pfc.backends.nft import expr as x
+from pfc.backends.nft import lower as low
+from pfc.backends.nft import redirect as redir
+from pfc.frontend import ir
+from pfc.frontend.diagnostics import CompileError, Diagnostic, error
+
+if TYPE_CHECKING:  # jinja2 loads on first render
+    import jinja2
+
+# hook -> (family, chain name, priority)
+HOOKS = {"ingress": ("netdev", "ingress", 0), "prerouting": ("inet", "prerouting", -300),
+         "input": ("inet", "input", 0)}
+ELEMENTS_PER_LINE = 8
+
+
+@dataclass(frozen=True)
+class Setup:
+    hook: str
+    family: str
+    table: str
+    chain: str
+    priority: int
+    dev: str | None
+
+
+def pick_hook(options: Options) -> str:
+    """The hook when none is asked for: netdev ``ingress`` on the device given, else
+    ``prerouting`` (inet, every device; like iptables' default raw PREROUTING)."""
+    return "ingress" if options.dev else "prerouting"
+
+
+def setup(policy: ir.Policy, options: Options) -> Setup:
+    """Options → Setup. A bad name, or ``ingress`` without a device, is a ValueError
+    (a usage error: the policy is fine, the options are not)."""
+    hook = options.hook or pick_hook(options)
+    family, chain, priority = HOOKS[hook]
+    table = check_name(options.table, "table")
+    dev = check_dev(options.dev) if options.dev else None
+    if family == "netdev" and dev is None:
+        raise ValueError("target `nft`: hook `ingress` needs a device: pass --dev DEV "
+                         "(or --hook prerouting / --hook input, which need no device)")
+    return Setup(hook, family, table, chain, priority, dev if family == "netdev" else None)
+
+
+# ------------------------------------------------------------------------ lowering
+
+@dataclass(frozen=True)
+class Entry:
+    index: int
+    line: int
+    text: str
+    note: str
+    rules: tuple[low.NftRule, ...]
+
+
+def entries(policy: ir.Policy, lowering: low.Lowering) -> list[Entry]:
+    out = []
+    for rule in policy.rules:
+        try:
+            rules, note = tuple(nft_rules(rule, lowering)), ""
+        except low.Impossible:
+            rules, note = (), " (never matches this family: left out)"
+        out.append(Entry(rule.index, rule.line, describe(rule), note, rules))
+    return out
+
+
+def nft_rules(rule: ir.Rule, lowering: low.Lowering) -> list[low.NftRule]:
+    base = lowering.matches(rule)
+    action, tag = rule.action, f"pfc rule {rule.index}"
+    if isinstance(action, ir.Count):
+        return [low.NftRule(rule.index, (*base, x.counter(counter_name(rule.index))))]
+    if isinstance(action, ir.Redirect):
+        return [low.NftRule(rule.index, (*unique(terms), x.counter(), verdict(v)), tag)
+                for terms, v in redir.variants(rule, low.version_of(rule), base)]
+    name = "drop" if isinstance(action, ir.Drop) else "accept"
+    return [low.NftRule(rule.index, (*base, x.counter(), x.verdict(name)), tag)]
+
+
+def unique(terms: list[x.Node]) -> list[x.Node]:
+    """The terms without a match repeated (a guard the rule's own matches already
+    hold); statements are kept as they are, in order."""
+    seen, out = set(), []
+    for t in terms:
+        if isinstance(t.json, dict) and "match" in t.json:
+            if t.text in seen:
+                continue
+            seen.add(t.text)
+        out.append(t)
+    return out
+
+
+def verdict(name: str) -> x.Node:
+    """``accept``, ``drop`` or ``jump CHAIN`` (a chain this backend declares)."""
+    if name in redir.FIX_CHAINS:
+        return x.Node(f"jump {name}", {"jump": {"target": name}})
+    return x.verdict(name)
+
+
+def counter_name(index: int) -> str:
+    return f"rule_{index}"
+
+
+def default_rule(policy: ir.Policy) -> low.NftRule:
+    name = "drop" if policy.default is ir.Verdict.DROP else "accept"
+    return low.NftRule(None, (x.counter(), x.verdict(name)), "pfc default")
+
+
+def fix_chains(found: list[Entry]) -> dict[str, list[low.NftRule]]:
+    """The regular chains the rules jump to, with their rules (``nft_redirect``)."""
+    used = {t.text.split()[1] for e in found for r in e.rules for t in r.terms
+            if t.text.startswith("jump ")}
+    return {name: [low.NftRule(None, tuple(terms)) for terms in
+                   redir.fix_chain(4 if name == "fix4" else 6)]
+            + [low.NftRule(None, (x.verdict("accept"),))]
+            for name in redir.FIX_CHAINS if name in used}
+
+
+def refused(policy: ir.Policy) -> list[Diagnostic]:
+    """Rules nft cannot express with their meaning (``nft_redirect``)."""
+    out = []
+    for rule in policy.rules:
+        reason = redir.unsupported_reason(rule)
+        if reason:
+            out.append(error(f"target `nft` cannot express this `redirect` (rule at line "
+                             f"{rule.line}): {reason}", rule.span,
+                             hint="restrict the rule to `tcp` or `udp`, or add "
+                             "`!proto { 58, 136 }`", code="unsupported"))
+    return out
+
+
+# ------------------------------------------------------------------------ printing
+
+@dataclass(frozen=True)
+class Lowered:
+    setup: Setup
+    entries: list[Entry]
+    default: low.NftRule
+    counters: list[str]
+    sets: list[low.NftSet]
+    chains: dict[str, list[low.NftRule]]
+
+
+def lower(policy: ir.Policy, options: Options) -> Lowered:
+    s = setup(policy, options)
+    diags = refused(policy)
+    if diags:
+        raise CompileError(diags)
+    lowering = low.Lowering(s.family)
+    found = entries(policy, lowering)
+    return Lowered(s, found, default_rule(policy),
+                   list(dict.fromkeys(counter_name(r.index) for r in policy.count_rules)),
+                   list(lowering.sets.values()), fix_chains(found))
+
+
+def emit(policy: ir.Policy, options: Options) -> Artifact:
+    lowered = lower(policy, options)
+    s = lowered.setup
+    fmt = options.format or "nft"
+    forms = {"text": functools.partial(render_text, policy, lowered),
+             "json": functools.partial(json_text, lowered)}
+    main = forms.pop("text" if fmt == "nft" else "json")()
+    files = {artifact_name(policy, "nft", "nft" if fmt == "nft" else "json"): main.encode()}
+    meta = LazyMeta({"family": s.family, "table": s.table, "chain": s.chain,
+                     "hook": s.hook, "dev": s.dev, "priority": s.priority,
+                     "counters": {r.index: counter_name(r.index) for r in policy.count_rules},
+                     "sets": sorted(st.name for st in lowered.sets),
+                     "chains": sorted(lowered.chains),
+                     "text" if fmt == "nft" else "json": main}, forms)
+    return Artifact("nft", s.hook, fmt, main, files, policy, meta)
+
+
+class LazyMeta(dict):
+    """``meta`` whose other form (``text`` or ``json``: the one not asked for) is
+    rendered on first use (``meta["json"]`` in ``load_nft``): at 100k set elements each
+    form costs about a second."""
+
+    def __init__(self, data: dict, lazy: dict) -> None:
+        super().__init__(data)
+        self._lazy = lazy
+
+    def __missing__(self, key: str) -> object:
+        if key not in self._lazy:
+            raise KeyError(key)
+        value = self[key] = self._lazy.pop(key)()
+        return value
+
+    def get(self, key: str, default: object = None) -> object:
+        return self[key] if key in self else default
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or key in self._lazy
+
+
+def render_text(policy: ir.Policy, lowered: Lowered) -> str:
+    s = lowered.setup
+    sets = [{"name": st.name, "type": st.type, "interval": st.interval,
+             "lines": _element_lines(st)} for st in lowered.sets]
+    entries_ = [{"index": e.index, "line": e.line, "text": e.text, "note": e.note,
+                 "lines": [r.text for r in e.rules]} for e in lowered.entries]
+    chains = {name: [r.text for r in rules] for name, rules in lowered.chains.items()}
+    return _environment().get_template("nft.j2").render(
+        source=policy.source, family=s.family, hook=s.hook, dev=s.dev, table=s.table,
+        chain=s.chain, priority=s.priority, counters=lowered.counters, sets=sets,
+        entries=entries_, chains=chains, default=policy.default.value,
+        default_line=lowered.default.text)
+
+
+def _element_lines(st: low.NftSet) -> list[str]:
+    texts = [e.text for e in st.elements]
+    lines = [", ".join(texts[i:i + ELEMENTS_PER_LINE])
+             for i in range(0, len(texts), ELEMENTS_PER_LINE)]
+    return [line + ("," if i < len(lines) - 1 else "") for i, line in enumerate(lines)]
+
+
+def json_text(lowered: Lowered) -> str:
+    return json.dumps(render_json(lowered), indent=1) + "\n"
+
+
+def render_json(lowered: Lowered) -> dict:
+    """The same ruleset as libnftables JSON commands (``nft -j -f``)."""
+    s = lowered.setup
+    where = {"family": s.family, "table": s.table}
+    table = {"family": s.family, "name": s.table}
+    chain = {**where, "name": s.chain, "type": "filter", "hook": s.hook,
+             "prio": s.priority, "policy": "accept"}
+    if s.dev:
+        chain["dev"] = s.dev
+    cmds = [{"add": {"table": table}}, {"delete": {"table": table}},
+            {"add": {"table": table}}]
+    cmds += [{"add": {"counter": {**where, "name": c}}} for c in lowered.counters]
+    for st in lowered.sets:
+        one = {**where, "name": st.name, "type": st.type,
+               "elem": [e.json for e in st.elements]}
+        if st.interval:
+            one["flags"] = ["interval"]
+        cmds.append({"add": {"set": one}})
+    cmds += [{"add": {"chain": {**where, "name": name}}} for name in lowered.chains]
+    cmds.append({"add": {"chain": chain}})
+    for name, rules in lowered.chains.items():
+        cmds += [{"add": {"rule": r.json(s.family, s.table, name)}} for r in rules]
+    for rule in [r for e in lowered.entries for r in e.rules] + [lowered.default]:
+        cmds.append({"add": {"rule": rule.json(s.family, s.table, s.chain)}})
+    return {"nftables": [{"metainfo": {"json_schema_version": 1}}] + cmds}
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    import jinja2
+
+    root = resources.files("pfc.templates")
+    return jinja2.Environment(
+        loader=jinja2.FunctionLoader(lambda n: (root / n).read_text()),
+        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+
+
+# ------------------------------------------------------------------------ kernel
+
+def view(hook: str, frame: bytes) -> bytes | None:
+    """What the hook sees: netdev ingress the frame with its outer tag removed
+    (``packets.l2_input_view``: runts and broken tags never arrive); prerouting the IP
+    packet as ``ip_rcv``/``ipv6_rcv`` leave it; input only what the lab delivers
+    locally (``iplab.hook_view``)."""
+    from pfc.kernel import iplab
+    from pfc.oracle import packets
+    if hook == "ingress":
+        return packets.l2_input_view(frame)
+    return iplab.hook_view(hook == "input", frame)
+
+
+def run(artifact: Artifact, frames: list[bytes]):
+    from pfc.backends.nft import run as nftrun
+    return nftrun.run(artifact, frames)
+
+
+def _passes() -> tuple:
+    """``group_runs`` (runs of rules differing in one value become one set), then
+    ``split_families`` (nft's fields and sets are typed by family)."""
+    from pfc.passes.group import group_runs
+    from pfc.passes.split_families import split_families
+    return (group_runs, split_families)
+
+
+BACKENDS = (Backend(
+    name="nft",
+    description="nftables ruleset in its own table (netdev ingress with --dev, else inet "
+                "prerouting; or inet input), text or libnftables JSON",
+    supports=frozenset({"count", "redirect", "payload", "ipv6", "non-ip"}),
+    formats=("nft", "json"), hooks=tuple(HOOKS), emit=emit, passes=_passes(), run=run,
+    view=view, pick_hook=pick_hook),)

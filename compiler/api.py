@@ -1,0 +1,161 @@
+"""pfc as a library: the functions the ``pfc`` command is built on.
+
+Every function takes a policy as text, as a file, or as the front end's result:
+
+- a ``str`` is policy text (``"drop udp dport 53"``), except a one-line ``str`` ending in
+  ``.pf``, which is a file path;
+- a :class:`pathlib.Path` (any ``os.PathLike``) is a file;
+- a :class:`~pfc.frontend.pipeline.Compiled` (from :func:`front`) is used as it is, so
+  a caller that checks first does not parse twice.
+
+Errors in the policy raise :class:`~pfc.frontend.diagnostics.CompileError` carrying the
+diagnostics (``exc.render()`` prints them as ``pfc check`` does); bad options raise
+:class:`~pfc.build.OptionError`; a host that refuses a load raises
+:class:`~pfc.deploy.base.LoadError`. docs/api.md has a walk-through.
+
+This module imports only the front end, the oracle and the backends at import time; the
+verifier and the deploy layer load when :func:`verify`, :func:`load`, :func:`unload` or
+:func:`status` is first called. Nothing here imports the CLI.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pfc import backends
+from pfc.backends.base import Artifact, capability_errors
+from pfc.build import backend, build_artifact
+from pfc.frontend import ir
+from pfc.frontend.diagnostics import CompileError, Diagnostic
+from pfc.frontend.pipeline import Compiled, compile_path, compile_text
+from pfc.oracle import interp
+
+if TYPE_CHECKING:
+    from pfc.deploy.load import Result, Status
+    from pfc.verifier.run import TargetResult
+
+PolicyInput = str | os.PathLike | Compiled
+
+
+def front(policy: PolicyInput) -> Compiled:
+    """The front end's result for a policy (text, path or Compiled): the checked IR and
+    every diagnostic. Never raises for errors in the policy; OSError if a file cannot
+    be read."""
+    if isinstance(policy, Compiled):
+        return policy
+    if isinstance(policy, os.PathLike):
+        return compile_path(Path(policy))
+    if isinstance(policy, str):
+        if "\n" not in policy and policy.rstrip().endswith(".pf"):
+            return compile_path(policy.rstrip())
+        return compile_text(policy)
+    raise TypeError(f"a policy is text, a path or a Compiled, not {type(policy).__name__}")
+
+
+def check(policy: PolicyInput, *, targets: Iterable[str] = ()) -> list[Diagnostic]:
+    """Every diagnostic of ``pfc check``: syntax, types, shadowed rules, and the rules
+    each of ``targets`` cannot express. Errors have ``severity == "error"``."""
+    compiled = front(policy)
+    diags = list(compiled.diagnostics)
+    if compiled.policy is not None:
+        for target in targets:
+            diags += capability_errors(compiled.policy, backend(target), backends.registry())
+    return diags
+
+
+def compile(policy: PolicyInput, target: str, *, format: str | None = None,  # noqa: A002
+            hook: str | None = None, dev: str | None = None, table: str = "pfc",
+            notrack: bool = False) -> Artifact:
+    """The policy compiled for ``target`` (see ``pfc targets``). ``artifact.text`` is the
+    printable form, ``artifact.files`` what ``pfc compile -o`` writes; the front end's
+    warnings are in ``artifact.diagnostics``. CompileError if the policy has errors or
+    the target cannot express a rule; OptionError for a bad format, hook or name."""
+    compiled = front(policy)
+    compiled.require()
+    artifact, diags = build_artifact(compiled, target, format, hook=hook, dev=dev,
+                                     table=table, notrack=notrack)
+    if artifact is None:
+        raise CompileError(diags, compiled.sources)
+    artifact.diagnostics = list(compiled.diagnostics)
+    return artifact
+
+
+def frames(policy: PolicyInput | ir.Policy, n: int, *, seed: int = 0,
+           malformed: bool = True) -> list[bytes]:
+    """``pfc frames``: ``n`` raw Ethernet frames biased to the policy's constants (its
+    addresses, prefix edges, ports, flags, payloads), deterministic for a ``seed``;
+    ``malformed=False`` keeps only frames the kernel's IP input accepts."""
+    from pfc.oracle.gen import sample
+
+    checked = policy if isinstance(policy, ir.Policy) else front(policy).require()
+    return sample(checked, n, seed=seed, malformed=malformed)
+
+
+def run(policy: PolicyInput | ir.Policy,
+        frames: Iterable[bytes] | str | os.PathLike) -> tuple[list[interp.Outcome], dict]:
+    """The reference interpreter (``pfc run``): every frame (raw Ethernet bytes, or a
+    pcap file) judged in order. Returns one :class:`~pfc.oracle.interp.Outcome` per
+    frame (verdict, deciding rule, counted rules, the frame as it leaves) and the count
+    rules' ``{rule index: (packets, bytes)}``."""
+    checked = policy if isinstance(policy, ir.Policy) else front(policy).require()
+    if isinstance(frames, str | os.PathLike):
+        from pfc.oracle.pcap import read_pcap
+
+        frames = read_pcap(frames)
+    return interp.run(checked, frames)
+
+
+def verify(policy: PolicyInput, targets: Iterable[str] | None = None, *,
+           frames: int = 2000, seed: int = 0, pcap_dir: str | os.PathLike | None = None,
+           progress: Callable[[str], None] | None = None) -> list[TargetResult]:
+    """``pfc verify``: each target (default: every target; ``TARGET:HOOK`` for one hook)
+    compiled and run in the kernel on ``frames`` generated frames, compared with the
+    interpreter. A target named in ``targets`` that cannot express the policy fails;
+    with the default, it is reported as ``not-expressible``. Without privileges each
+    target is compiled only (``status == "compiled-only"``). ``progress(target)`` is
+    called as each target starts; a failing frame is written to a pcap in
+    ``pcap_dir`` (default ``./pfc-verify``)."""
+    from pfc.verifier.run import Request
+    from pfc.verifier.run import verify as verify_all
+
+    compiled = front(policy)
+    compiled.require()
+    explicit = targets is not None
+    chosen = list(targets) if explicit else [t for t in backends.registry() if t != "ir"]
+    request = Request(compiled, compiled.source.name, chosen, explicit, frames, seed,
+                      Path(pcap_dir) if pcap_dir else Path("pfc-verify"))
+    return verify_all(request, progress or (lambda _: None))
+
+
+def load(policy: PolicyInput, target: str, dev: str, *, netns: str | None = None,
+         force: bool = False, mode: str | None = None, hook: str | None = None,
+         table: str = "pfc") -> Result:
+    """``pfc load``: compile for ``target`` (xdp, tc, nft, iptables) and attach to
+    ``dev`` (in namespace ``netns``), replacing pfc's previous policy there atomically.
+    All or nothing: LoadError leaves the host as it was."""
+    from pfc.deploy import load as deploying
+
+    compiled = front(policy)
+    options = {"hook": hook, "dev": dev, "table": table}
+    artifact = compile(compiled, target, hook=hook, dev=dev, table=table)
+    rows = deploying.rule_rows(compiled.policy, artifact.policy, compiled.rule_text)
+    return deploying.load(artifact, compiled.source.name, compiled.source.text, rows, dev,
+                          netns, force, mode, options)
+
+
+def unload(target: str, dev: str, *, netns: str | None = None) -> Result:
+    """``pfc unload``: remove exactly what ``load`` attached; idempotent."""
+    from pfc.deploy import load as deploying
+
+    return deploying.unload(target, dev, netns)
+
+
+def status(dev: str | None = None, netns: str | None = None) -> list[Status]:
+    """``pfc status``: every policy pfc loaded (on ``dev``, in ``netns``), with what the
+    kernel holds now and the per-rule counters."""
+    from pfc.deploy import load as deploying
+
+    return deploying.status(dev, netns)

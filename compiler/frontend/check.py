@@ -1,0 +1,350 @@
+"""Name resolution and typing: AST → IR, every error collected.
+
+Enforces language.md: names defined once and before use, every "requires" of the match
+table, value ranges, the redirect target's form, and the rule's family (protocol,
+addresses and redirect target must agree on IPv4/IPv6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pfc.frontend import ir
+from pfc.frontend.diagnostics import Diagnostic, Note, error, suggest, warning
+from pfc.frontend.matches import address_match, flags_match, int_match, payload_match
+from pfc.frontend.parse import KEYWORDS
+from pfc.frontend.source import SourceFile, Span
+from pfc.frontend.syntax import Default, Define, MatchNode, Module, RuleNode, SetDecl, Target, Value
+from pfc.frontend.values import Atom, literal_atom, read_set_file
+
+ReadSet = Callable[[Path], SourceFile]
+
+
+@dataclass
+class Binding:
+    name: str
+    span: Span  # the name in its declaration
+    atoms: list[Atom] | None  # None: the declaration had errors (uses stay quiet)
+    kind: str  # "define" | "set"
+    is_list: bool = False
+
+
+class Checker:
+    """One run over a module. ``sources`` receives every set file read."""
+
+    def __init__(self, module: Module, sources: dict[str, SourceFile],
+                 read_set: ReadSet | None = None):
+        self.module = module
+        self.sources = sources
+        self.read_set = read_set or SourceFile.read
+        self.diags: list[Diagnostic] = []
+        self.names: dict[str, Binding] = {}
+        self.default: Default | None = None
+
+    def run(self) -> ir.Policy:
+        rules = []
+        index = 0
+        for stmt in self.module.statements:
+            if isinstance(stmt, Define):
+                self._define(stmt)
+            elif isinstance(stmt, SetDecl):
+                self._set(stmt)
+            elif isinstance(stmt, Default):
+                self._default(stmt)
+            else:
+                rule = self._rule(stmt, index)
+                index += 1
+                if rule is not None:
+                    rules.append(rule)
+        verdict = ir.Verdict.PASS
+        if self.default is not None:
+            verdict = ir.Verdict.DROP if self.default.verdict == "drop" else ir.Verdict.PASS
+        return ir.Policy(tuple(rules), verdict,
+                         self.default.span if self.default else Span(self.module.source.name, 0, 0),
+                         self.module.source.name)
+
+    # ------------------------------------------------------------------ declarations
+
+    def _declare(self, name: str, span: Span) -> bool:
+        if name in KEYWORDS:
+            self.diags.append(error(f"`{name}` is a keyword and cannot be a name", span,
+                                    code="keyword-name"))
+            return False
+        first = self.names.get(name)
+        if first is not None:
+            self.diags.append(error(f"`{name}` is already defined", span, code="redefined",
+                                    notes=(Note("first defined here", first.span),)))
+            return False
+        return True
+
+    def _define(self, stmt: Define) -> None:
+        if not self._declare(stmt.name, stmt.name_span):
+            return
+        atoms = self.resolve(stmt.value)
+        atoms = None if atoms is None else [_via(a, stmt.name) for a in atoms]
+        self.names[stmt.name] = Binding(stmt.name, stmt.name_span, atoms, "define",
+                                        self._is_list(stmt.value))
+
+    def _is_list(self, value: Value) -> bool:
+        if value.kind == "var":
+            binding = self.names.get(value.text)
+            return binding is not None and binding.is_list
+        return value.kind == "list"
+
+    def _set(self, stmt: SetDecl) -> None:
+        if not self._declare(stmt.name, stmt.name_span):
+            return
+        atoms = self._read_set(stmt)
+        self.names[stmt.name] = Binding(stmt.name, stmt.name_span, atoms, "set", True)
+
+    def _read_set(self, stmt: SetDecl) -> list[Atom] | None:
+        raw = stmt.path.text[1:-1]
+        path = Path(raw)
+        if not path.is_absolute():
+            path = Path(self.module.source.name).parent / path
+        try:
+            src = self.read_set(path)
+        except (OSError, UnicodeDecodeError) as exc:
+            self.diags.append(error(f"cannot read set file `{path}`: "
+                                    f"{getattr(exc, 'strerror', None) or exc}",
+                                    stmt.path.span, code="set-file"))
+            return None
+        self.sources[src.name] = src
+        atoms, diags = read_set_file(src, stmt.name)
+        self.diags.extend(diags)
+        if not atoms and not diags:
+            self.diags.append(error(f"set file `{path}` has no entries", stmt.path.span,
+                                    hint="an empty set would match nothing; comment the "
+                                    "rules out instead", code="empty-set"))
+        return None if diags or not atoms else atoms
+
+    def _default(self, stmt: Default) -> None:
+        if self.default is not None:
+            self.diags.append(error("`default` is given twice", stmt.span, code="redefined",
+                                    notes=(Note("first given here", self.default.span),)))
+            return
+        if stmt.verdict not in ("pass", "drop", "accept"):
+            self.diags.append(error(f"`default {stmt.verdict}`: the default is `pass` or "
+                                    "`drop`", stmt.verdict_span, code="bad-default"))
+            return
+        self.default = stmt
+
+    # ------------------------------------------------------------------------ values
+
+    def resolve(self, value: Value) -> list[Atom] | None:
+        """A value → flat list of atoms ($names and lists expanded), or None."""
+        if value.kind == "list":
+            out: list[Atom] = []
+            ok = True
+            for item in value.items:
+                atoms = self.resolve(item)
+                ok = ok and atoms is not None
+                out.extend(atoms or [])
+            return out if ok else None
+        if value.kind == "var":
+            return self._lookup(value)
+        atom = literal_atom(value, self.diags)
+        return None if atom is None else [atom]
+
+    def _lookup(self, value: Value) -> list[Atom] | None:
+        binding = self.names.get(value.text)
+        if binding is None:
+            later = self._later_definition(value.text)
+            if later is not None:
+                self.diags.append(error(f"`${value.text}` is used before it is defined",
+                                        value.span, code="use-before-define",
+                                        notes=(Note("defined later, here", later),),
+                                        hint="move the definition above its first use"))
+                return None
+            self.diags.append(error(f"`${value.text}` is not defined", value.span,
+                                    hint=_did_you_mean(value.text, self.names),
+                                    code="unknown-name"))
+            return None
+        if binding.atoms is None:
+            return None
+        return [Atom(a.kind, a.value, value.span, a.text, a.origin, a.defined_at or a.span)
+                for a in binding.atoms]
+
+    def _later_definition(self, name: str) -> Span | None:
+        for stmt in self.module.statements:
+            if isinstance(stmt, (Define, SetDecl)) and stmt.name == name:
+                return stmt.name_span
+        return None
+
+    # ------------------------------------------------------------------------- rules
+
+    def _rule(self, node: RuleNode, index: int) -> ir.Rule | None:
+        before = len(self.diags)
+        action = self._action(node)
+        proto_name = node.protocol or "all"
+        proto, family = ir.PROTOCOLS[proto_name]
+        fam = _Family(family, node.protocol_span or node.action_span, proto_name, self.diags)
+        matches = []
+        for m in node.matches:
+            match = self._match(m, node, proto)
+            if match is not None:
+                matches.append(match)
+                fam.constrain_by(match)
+        self._warn_duplicates(node.matches)
+        if isinstance(action, ir.Redirect):
+            fam.constrain_to(action.address.version, node.target.address.span,
+                             "the redirect target")
+        if len(self.diags) > before and any(d.severity == "error" for d in self.diags[before:]):
+            return None
+        line = self.module.source.position(node.span.start)[0]
+        return ir.Rule(index, action, fam.result(), proto, tuple(matches), node.span,
+                       proto_name, line)
+
+    def _action(self, node: RuleNode) -> ir.Action | None:
+        span = node.action_span
+        if node.target is not None and node.action != "redirect":
+            self.diags.append(error(f"`to` belongs to `redirect`, not `{node.action}`",
+                                    node.target.span, code="stray-to"))
+        if node.action == "drop":
+            return ir.Drop(span)
+        if node.action in ("pass", "accept"):
+            return ir.Pass(span)
+        if node.action == "count":
+            return ir.Count(span)
+        if node.target is None:
+            self.diags.append(error("`redirect` needs a target: `to ADDRESS[:PORT]`",
+                                    node.span, hint="e.g. `redirect udp dport 8080 to "
+                                    "10.0.1.2:8083`", code="no-target"))
+            return None
+        return self._redirect(node.target, node.protocol, span)
+
+    def _redirect(self, target: Target, protocol: str | None, span: Span) -> ir.Redirect | None:
+        atoms = self.resolve(target.address)
+        if atoms is None:
+            return None
+        if len(atoms) != 1 or atoms[0].kind != "addr" or atoms[0].value.num_addresses != 1:
+            self.diags.append(error("a redirect target is one address, not a prefix or list",
+                                    target.address.span, code="bad-target"))
+            return None
+        address = atoms[0].value.network_address
+        port = self._target_port(target, protocol)
+        if port is False:
+            return None
+        return ir.Redirect(address, port, span.cover(target.span))
+
+    def _target_port(self, target: Target, protocol: str | None) -> int | None | bool:
+        if target.port is None:
+            return None
+        if protocol not in ("tcp", "udp"):
+            self.diags.append(error("a redirect port needs `tcp` or `udp` in the rule",
+                                    target.port.span, hint="write `redirect udp ... to "
+                                    "ADDR:PORT`", code="needs-protocol"))
+            return False
+        atoms = self.resolve(target.port)
+        if atoms is None:
+            return False
+        if len(atoms) != 1 or atoms[0].kind != "int" or atoms[0].value > 65535:
+            self.diags.append(error("a redirect port is one number 0-65535",
+                                    target.port.span, code="bad-target"))
+            return False
+        return atoms[0].value
+
+    def _match(self, node: MatchNode, rule: RuleNode, proto: int | None) -> ir.Match | None:
+        info = ir.FIELDS[node.field]
+        if not self._requires(node, info, rule, proto):
+            return None
+        if node.field == "flags":
+            return flags_match(node, self.diags)
+        if node.field == "frag":
+            return ir.FragMatch(node.negated, node.span)
+        atoms = self.resolve(node.value)
+        if atoms is None:
+            return None
+        set_name = node.value.text if self._is_list(node.value) and \
+            node.value.kind == "var" else None
+        if node.field in ("src", "dst"):
+            return address_match(node, atoms, set_name, self.diags)
+        if node.field == "payload":
+            return payload_match(node, atoms, self.diags)
+        return int_match(node, atoms, proto, set_name, self.diags)
+
+    def _requires(self, node: MatchNode, info: ir.FieldInfo, rule: RuleNode,
+                  proto: int | None) -> bool:
+        if node.field == "proto" and rule.protocol not in (None, "all", "ip", "ip6"):
+            self.diags.append(error(f"`proto` on a `{rule.protocol}` rule: the protocol is "
+                                    "already given", node.field_span, code="needs-protocol"))
+            return False
+        if info.protocols is None or proto in info.protocols:
+            return True
+        names = " or ".join(f"`{n}`" for n, (p, _) in ir.PROTOCOLS.items()
+                            if p in info.protocols)
+        hint = f"write e.g. `{rule.action} {names.split(' or ')[0].strip('`')} " \
+               f"{node.field} ...`"
+        has = f"this rule is `{rule.protocol}`" if rule.protocol else "this rule names no protocol"
+        self.diags.append(error(f"`{node.field}` needs {names}; {has}", node.field_span,
+                                hint=hint, code="needs-protocol"))
+        return False
+
+    def _warn_duplicates(self, matches: tuple[MatchNode, ...]) -> None:
+        seen: dict[str, MatchNode] = {}
+        for m in matches:
+            if m.field in seen and m.field != "payload":
+                self.diags.append(warning(f"`{m.field}` is given twice: both must hold",
+                                          m.field_span, code="duplicate",
+                                          notes=(Note("first here", seen[m.field].span),)))
+            seen.setdefault(m.field, m)
+
+
+class _Family:
+    """The set of IP versions a rule can still match, narrowed match by match."""
+
+    def __init__(self, family: ir.Family, span: Span, proto_name: str,
+                 diags: list[Diagnostic]):
+        self.any = family is ir.Family.ANY
+        self.versions = set(family.versions)
+        self.reason = (span, f"`{proto_name}`")
+        self.diags = diags
+
+    def constrain_by(self, match: ir.Match) -> None:
+        self.any = False
+        if isinstance(match, ir.AddrMatch):
+            versions = {p.version for p in match.prefixes}
+            what = "IPv4" if versions == {4} else "IPv6"
+            self.constrain(versions, match.span, f"{what} addresses")
+        elif isinstance(match, ir.FragMatch):
+            self.constrain({4}, match.span, "`frag` (IPv4 only)")
+
+    def constrain_to(self, version: int, span: Span, what: str) -> None:
+        self.any = False
+        self.constrain({version}, span, f"{what} (IPv{version})")
+
+    def constrain(self, versions: set[int], span: Span, what: str) -> None:
+        narrowed = self.versions & versions
+        if not narrowed:
+            have = " and ".join(f"IPv{v}" for v in sorted(self.versions))
+            self.diags.append(error(f"{what} cannot match in a rule that is {have} only",
+                                    span, code="family-conflict",
+                                    notes=(Note(f"{have} because of {self.reason[1]}",
+                                                self.reason[0]),)))
+            return
+        if narrowed != self.versions:
+            self.reason = (span, what)
+        self.versions = narrowed
+
+    def result(self) -> ir.Family:
+        return ir.Family.ANY if self.any else ir.Family.of_versions(self.versions)
+
+
+def _via(atom: Atom, name: str) -> Atom:
+    return Atom(atom.kind, atom.value, atom.span, atom.text, atom.origin or name,
+                atom.defined_at)
+
+
+def _did_you_mean(name: str, names: dict[str, Binding]) -> str | None:
+    return suggest(name, names) or (None if names else "define it first: `define "
+                                    f"{name} = ...`")
+
+
+def check(module: Module, sources: dict[str, SourceFile],
+          read_set: ReadSet | None = None) -> tuple[ir.Policy, list[Diagnostic]]:
+    checker = Checker(module, sources, read_set)
+    policy = checker.run()
+    return policy, checker.diags
+

@@ -1,0 +1,161 @@
+"""Diagnostics are data; rendering them is separate.
+
+A :class:`Diagnostic` has a severity, a message, a span, an optional hint and notes.
+The same list is rendered as a caret excerpt for terminals (``render_text``), as JSON
+for ``--format json`` (``to_json``) and as LSP ranges by the language server.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from pfc.frontend.source import SourceFile, Span
+
+
+class Severity(StrEnum):
+    ERROR = "error"
+    WARNING = "warning"
+    NOTE = "note"
+
+
+@dataclass(frozen=True)
+class Note:
+    message: str
+    span: Span | None = None
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    severity: Severity
+    message: str
+    span: Span
+    hint: str | None = None
+    notes: tuple[Note, ...] = ()
+    code: str = ""  # stable short id, e.g. "unknown-name"; used by tests and the LSP
+
+
+def error(message: str, span: Span, hint: str | None = None, code: str = "",
+          notes: tuple[Note, ...] = ()) -> Diagnostic:
+    return Diagnostic(Severity.ERROR, message, span, hint, notes, code)
+
+
+def warning(message: str, span: Span, hint: str | None = None, code: str = "",
+            notes: tuple[Note, ...] = ()) -> Diagnostic:
+    return Diagnostic(Severity.WARNING, message, span, hint, notes, code)
+
+
+def has_errors(diags: Iterable[Diagnostic]) -> bool:
+    return any(d.severity is Severity.ERROR for d in diags)
+
+
+def suggest(word: str, candidates: Iterable[str]) -> str | None:
+    """A "did you mean" hint for a misspelt word, or None.
+
+    Closest by edit distance with transpositions (``dprot`` → ``dport``), at most 2
+    edits (1 for words of 4 letters or fewer); ties go to difflib's similarity."""
+    limit = 1 if len(word) <= 4 else 2
+    scored = [(_distance(word, c), -difflib.SequenceMatcher(None, word, c).ratio(), c)
+              for c in candidates]
+    scored = [s for s in scored if s[0] <= limit]
+    return f"did you mean `{min(scored)[2]}`?" if scored else None
+
+
+def _distance(a: str, b: str) -> int:
+    """Optimal-string-alignment distance: insert, delete, substitute, swap neighbours."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[len(b)]
+
+
+class CompileError(Exception):
+    """Raised by APIs that cannot go on; carries the diagnostics that stopped them."""
+
+    def __init__(self, diagnostics: list[Diagnostic],
+                 sources: Mapping[str, SourceFile] | None = None):
+        self.diagnostics = diagnostics
+        self.sources = dict(sources or {})
+        first = next((d for d in diagnostics if d.severity is Severity.ERROR), None)
+        super().__init__(first.message if first else "compile error")
+
+    def render(self) -> str:
+        """Every diagnostic as ``pfc check`` prints it (FILE:LINE:COL, source, caret)."""
+        return "\n".join(render_text(d, self.sources) for d in self.diagnostics)
+
+
+# ---------------------------------------------------------------------------- rendering
+
+def render_text(diag: Diagnostic, sources: Mapping[str, SourceFile], color: bool = False) -> str:
+    """``FILE:LINE:COL: error: MESSAGE``, the source line, a caret line, hint and notes."""
+    out = [_headline(diag.severity.value, diag.message, diag.span, sources, color)]
+    out.extend(_excerpt(diag.span, sources))
+    if diag.hint:
+        out.append(f"  = hint: {diag.hint}")
+    for note in diag.notes:
+        if note.span is not None:
+            out.append(_headline("note", note.message, note.span, sources, color))
+            out.extend(_excerpt(note.span, sources))
+        else:
+            out.append(f"  = note: {note.message}")
+    return "\n".join(out)
+
+
+_COLORS = {"error": "\033[1;31m", "warning": "\033[1;33m", "note": "\033[1;36m"}
+
+
+def _headline(kind: str, message: str, span: Span, sources: Mapping[str, SourceFile],
+              color: bool) -> str:
+    src = sources.get(span.file)
+    line, col = src.position(span.start) if src else (0, 0)
+    label = f"{_COLORS[kind]}{kind}\033[0m" if color else kind
+    return f"{span.file}:{line}:{col}: {label}: {message}"
+
+
+def _excerpt(span: Span, sources: Mapping[str, SourceFile]) -> list[str]:
+    src = sources.get(span.file)
+    if src is None:
+        return []
+    line, col = src.position(span.start)
+    end_line, end_col = src.position(max(span.start, span.end))
+    text = src.line_text(line)
+    width = (end_col - col) if end_line == line else len(text) - col + 1
+    gutter = f"{line:>4} | "
+    marker = "^" + "~" * max(0, width - 1)
+    return [gutter + text, " " * (len(gutter) + col - 1) + marker]
+
+
+def to_json(diag: Diagnostic, sources: Mapping[str, SourceFile]) -> dict:
+    """The JSON form of ``--format json``: positions 1-based, ends exclusive."""
+    return {
+        "severity": diag.severity.value,
+        "code": diag.code,
+        "message": diag.message,
+        "hint": diag.hint,
+        **_json_span(diag.span, sources),
+        "notes": [
+            {"message": n.message, **(_json_span(n.span, sources) if n.span else {})}
+            for n in diag.notes
+        ],
+    }
+
+
+def _json_span(span: Span, sources: Mapping[str, SourceFile]) -> dict:
+    src = sources.get(span.file)
+    line, col = src.position(span.start) if src else (0, 0)
+    end_line, end_col = src.position(span.end) if src else (0, 0)
+    return {"file": span.file, "line": line, "column": col,
+            "end_line": end_line, "end_column": end_col}
+
+
+def sort_key(diag: Diagnostic) -> tuple:
+    return (diag.span.file, diag.span.start, diag.severity != Severity.ERROR)

@@ -1,0 +1,170 @@
+"""``pfc fmt``: the canonical text of a policy. Idempotent, comments kept.
+
+Canonical form: one statement per line (continued lines are joined), single spaces,
+lists as ``{ a, b }``, ``accept`` written ``pass``, IPv6 in RFC 5952 form, hex digits in
+lower case, a trailing comment two spaces after its statement, at most one blank line in
+a row, none at the start or end. Only the syntax is needed: a file with type errors is
+still formatted, a file with syntax errors is not.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from pfc.frontend.diagnostics import Diagnostic
+from pfc.frontend.parse import parse
+from pfc.frontend.source import SourceFile
+from pfc.frontend.syntax import (
+    Comment,
+    Default,
+    Define,
+    MatchNode,
+    Module,
+    RuleNode,
+    SetDecl,
+    Statement,
+    Target,
+    Value,
+)
+
+
+def format_source(source: SourceFile) -> tuple[str | None, list[Diagnostic]]:
+    """The formatted text, or None and the syntax diagnostics."""
+    module, diags = parse(source)
+    if diags:
+        return None, diags
+    return format_module(module), []
+
+
+def format_module(module: Module) -> str:
+    items: list[tuple[int, int, object]] = [(s.span.start, s.span.end, s)
+                                            for s in module.statements]
+    trailing = _trailing_comments(module)
+    items += [(c.span.start, c.span.end, c) for c in module.comments if id(c) not in trailing]
+    items.sort(key=lambda item: item[0])
+    rows: list[tuple[str, str] | None] = []  # (code, trailing comment); None = blank
+    prev_end = None
+    text = module.source.text
+    for start, end, item in items:
+        if prev_end is not None and text.count("\n", prev_end, start) > 1:
+            rows.append(None)
+        rows.append(_row(item, trailing))
+        prev_end = end
+    return "".join(line + "\n" for line in _aligned(rows))
+
+
+def _aligned(rows: list[tuple[str, str] | None]) -> list[str]:
+    """Trailing comments line up within a block of statement lines (a blank line or a
+    comment on its own line ends the block)."""
+    out: list[str] = []
+    block: list[tuple[str, str]] = []
+    for row in rows + [None]:
+        if row is not None and row[0]:
+            block.append(row)
+            continue
+        width = max((len(code) for code, comment in block if comment), default=0)
+        out.extend(f"{code.ljust(width)}  {comment}" if comment else code
+                   for code, comment in block)
+        block = []
+        out.append("" if row is None else row[1])
+    while out and out[-1] == "":
+        out.pop()
+    return out
+
+
+def _trailing_comments(module: Module) -> dict[int, Comment]:
+    """Comments on a statement's (last) line, keyed by id, mapped to the statement."""
+    text = module.source.text
+    by_line_end = {}
+    for stmt in module.statements:
+        line_end = text.find("\n", stmt.span.end)
+        by_line_end[line_end if line_end >= 0 else len(text)] = stmt
+    found = {}
+    for c in module.comments:
+        line_end = text.find("\n", c.span.start)
+        stmt = by_line_end.get(line_end if line_end >= 0 else len(text))
+        if stmt is not None and stmt.span.end <= c.span.start:
+            found[id(c)] = c
+            found[id(stmt)] = c
+    return found
+
+
+def _row(item: object, trailing: dict[int, Comment]) -> tuple[str, str]:
+    if isinstance(item, Comment):
+        return "", item.text.rstrip()
+    comment = trailing.get(id(item))
+    return statement(item), comment.text.rstrip() if comment is not None else ""
+
+
+def statement(stmt: Statement) -> str:
+    if isinstance(stmt, Define):
+        return f"define {stmt.name} = {value(stmt.value)}"
+    if isinstance(stmt, SetDecl):
+        return f"set {stmt.name} = file {stmt.path.text}"
+    if isinstance(stmt, Default):
+        return f"default {_verdict(stmt.verdict)}"
+    return rule(stmt)
+
+
+def rule(node: RuleNode) -> str:
+    parts = [_verdict(node.action)]
+    if node.protocol:
+        parts.append(node.protocol)
+    parts.extend(match(m) for m in node.matches)
+    if node.target is not None:
+        parts.append("to " + target(node.target))
+    return " ".join(parts)
+
+
+def match(node: MatchNode) -> str:
+    neg = "!" if node.negated else ""
+    if node.field == "frag":
+        return f"{neg}frag"
+    if node.field == "flags":
+        return f"{neg}flags " + ",".join(("!" if f.negated else "") + f.name for f in node.flags)
+    if node.field == "payload":
+        window = _number(node.offset)
+        if node.length is not None:
+            window += ":" + _number(node.length)
+        return f"{neg}payload[{window}] == {value(node.value)}"
+    return f"{neg}{node.field} {value(node.value)}"
+
+
+def target(node: Target) -> str:
+    address = value(node.address)
+    if node.port is None:
+        return address
+    if node.address.kind == "ipv6":
+        address = f"[{address}]"
+    return f"{address}:{value(node.port)}"
+
+
+def value(v: Value) -> str:
+    if v.kind == "list":
+        return "{ " + ", ".join(value(i) for i in v.items) + " }"
+    if v.kind == "var":
+        return "$" + v.text
+    if v.kind == "ipv6":
+        return _ipv6(v.text)
+    if v.kind == "number":
+        return _number(v)
+    if v.kind == "range":
+        return "-".join(_number(i) for i in v.items)
+    return v.text
+
+
+def _number(v: Value) -> str:
+    return "0x" + v.text[2:].lower() if v.text.lower().startswith("0x") else v.text
+
+
+def _ipv6(text: str) -> str:
+    address, _, length = text.partition("/")
+    try:
+        canonical = str(ipaddress.IPv6Address(address))
+    except ValueError:
+        return text
+    return f"{canonical}/{length}" if length else canonical
+
+
+def _verdict(word: str) -> str:
+    return "pass" if word == "accept" else word

@@ -1,0 +1,321 @@
+"""lark → AST. Syntax errors become Diagnostics; every error in a file is reported.
+
+The whole file is parsed in one go. Only when that fails is it split into logical lines
+(a rule continues after a trailing ``\\``) and each line parsed on its own, so that every
+bad line gets its own diagnostic and the good lines still give statements (the language
+server relies on that for half-typed files).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from functools import lru_cache
+from importlib import resources
+
+import lark
+from lark import Token
+
+from pfc.frontend.diagnostics import Diagnostic, error, suggest
+from pfc.frontend.source import SourceFile, Span
+from pfc.frontend.syntax import (
+    Comment,
+    Default,
+    Define,
+    Flag,
+    MatchNode,
+    Module,
+    RuleNode,
+    SetDecl,
+    Target,
+    Value,
+)
+
+KEYWORDS = ("define", "set", "file", "default", "to", "drop", "pass", "accept", "count",
+            "redirect", "all", "ip", "ip6", "tcp", "udp", "icmp", "icmp6", "src", "dst",
+            "sport", "dport", "proto", "icmp-type", "ttl", "len", "flags", "frag", "payload")
+
+_MATCH = "a match (src dst sport dport proto flags icmp-type ttl len frag payload)"
+_EXPECTED = {
+    "FIELD": _MATCH, "FLAGS": _MATCH, "FRAG": _MATCH, "PAYLOAD": _MATCH, "NOT": "`!`",
+    "TO": "`to`", "_NL": "end of line", "$END": "end of file", "NAME": "a name",
+    "NUMBER": "a number", "IPV4": "an IPv4 address", "IPV6": "an IPv6 address",
+    "STRING": "a string", "VARREF": "a `$name`", "LBRACE": "`{`", "RBRACE": "`}`",
+    "COMMA": "`,`", "COLON": "`:`", "LSQB": "`[`", "RSQB": "`]`", "EQUAL": "`=`",
+    "EQEQ": "`==`", "MINUS": "`-`", "DROP": "an action", "PASS": "an action",
+    "ACCEPT": "an action", "COUNT": "an action", "REDIRECT": "an action",
+    "DEFINE": "`define`", "SET": "`set`", "DEFAULT": "`default`", "FILE": "`file`",
+    "ALL": "a protocol", "IP": "a protocol", "IP6": "a protocol", "TCP": "a protocol",
+    "UDP": "a protocol", "ICMP": "a protocol", "ICMP6": "a protocol",
+}
+
+
+@lru_cache(maxsize=1)
+def _parser() -> lark.Lark:
+    """The LALR parser; ``parse`` builds the AST while it parses (see ``_Builder``)."""
+    grammar = resources.files("pfc.grammar").joinpath("pfc.lark").read_text()
+    return lark.Lark(grammar, parser="lalr", transformer=_BUILDER, keep_all_tokens=True,
+                     maybe_placeholders=False)
+
+
+_LOCK = threading.Lock()  # _BUILDER's file and base belong to one parse at a time
+
+
+def _parse_text(text: str, name: str, base: int) -> list:
+    """The statements of ``text`` (positions shifted by ``base``); raises LarkError."""
+    parser = _parser()
+    with _LOCK:
+        _BUILDER.file, _BUILDER.base = name, base
+        return parser.parse(_terminated(text))
+
+
+def parse(source: SourceFile) -> tuple[Module, list[Diagnostic]]:
+    """Parse a whole file. Never raises on any text."""
+    comments = tuple(_scan_comments(source))
+    try:
+        statements = _parse_text(source.text, source.name, 0)
+    except lark.exceptions.LarkError:
+        statements, diags = _parse_lines(source)
+        return Module(source, tuple(statements), comments), diags
+    return Module(source, tuple(statements), comments), []
+
+
+def _terminated(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _parse_lines(source: SourceFile) -> tuple[list, list[Diagnostic]]:
+    statements, diags = [], []
+    for start, end in logical_lines(source.text):
+        try:
+            statements.extend(_parse_text(source.text[start:end], source.name, start))
+        except lark.exceptions.LarkError as exc:
+            diags.append(_syntax_diagnostic(exc, source, start))
+    return statements, diags
+
+
+_SPECIAL = re.compile(r'[\\"#\n]')  # the characters logical_lines acts on
+_JOINS = re.compile(r"[ \t]*\n")  # after a backslash: it joins this line to the next
+
+
+def logical_lines(text: str) -> list[tuple[int, int]]:
+    """(start, end) offsets of each logical line: physical lines joined by a trailing
+    backslash; a ``#`` outside a string starts a comment (its backslash joins nothing)."""
+    lines, start, i, in_string, in_comment = [], 0, 0, False, False
+    special = _SPECIAL.search
+    while (found := special(text, i)) is not None:
+        i = found.start()
+        ch = text[i]
+        if in_string:
+            if ch == "\\":
+                i += 1
+            elif ch in '"\n':
+                in_string = False
+        elif ch == "#":
+            in_comment = True
+        elif ch == '"' and not in_comment:
+            in_string = True
+        elif ch == "\\" and not in_comment and _JOINS.match(text, i + 1):
+            i = text.index("\n", i)
+        elif ch == "\n":
+            lines.append((start, i))
+            start, in_comment = i + 1, False
+        i += 1
+    if start < len(text):
+        lines.append((start, len(text)))
+    return lines
+
+
+def _scan_comments(source: SourceFile) -> list[Comment]:
+    """Every comment, found by a scan that knows strings (comments are not in the tree)."""
+    if "#" not in source.text:
+        return []
+    out = []
+    for start, end in logical_lines(source.text):
+        line = source.text[start:end]
+        pos = _comment_start(line) if "#" in line else None
+        if pos is not None:
+            text = line[pos:].split("\n", 1)[0].rstrip("\r")
+            out.append(Comment(text, Span(source.name, start + pos, start + pos + len(text))))
+    return out
+
+
+def _comment_start(line: str) -> int | None:
+    in_string = False
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if in_string and ch == "\\":
+            i += 2
+            continue
+        if ch == '"':
+            in_string = not in_string
+        elif ch == "#" and not in_string:
+            return i
+        i += 1
+    return None
+
+
+# ---------------------------------------------------------------------- syntax errors
+
+def _syntax_diagnostic(exc: lark.exceptions.LarkError, source: SourceFile,
+                       base: int) -> Diagnostic:
+    if isinstance(exc, lark.exceptions.UnexpectedCharacters):
+        pos = base + exc.pos_in_stream
+        char = source.text[pos:pos + 1]
+        return error(f"unexpected character `{char}`", Span(source.name, pos, pos + 1),
+                     hint=_char_hint(char), code="syntax")
+    if isinstance(exc, lark.exceptions.UnexpectedToken):
+        return _token_diagnostic(exc, source, base)
+    pos = base
+    return error("unexpected end of input", Span(source.name, pos, pos), code="syntax")
+
+
+def _token_diagnostic(exc: lark.exceptions.UnexpectedToken, source: SourceFile,
+                      base: int) -> Diagnostic:
+    tok = exc.token
+    expected = sorted({_EXPECTED.get(t, t) for t in exc.expected})
+    if tok.type in ("_NL", "$END"):
+        pos = base + (tok.start_pos if tok.start_pos is not None else 0)
+        span = Span(source.name, pos, pos)
+        found = "end of line"
+    else:
+        span = Span(source.name, base + tok.start_pos, base + tok.end_pos)
+        found = f"`{tok}`"
+    message = f"unexpected {found}; expected {_join(expected)}"
+    hint = suggest(str(tok), KEYWORDS) if tok.type == "NAME" else None
+    if hint is None and tok.type == "NAME" and "a name" not in expected:
+        hint = f"`{tok}` is not a keyword here; names are used as `${tok}`"
+    return error(message, span, hint=hint, code="syntax")
+
+
+def _char_hint(char: str) -> str | None:
+    if char == "'":
+        return 'strings use double quotes: "..."'
+    if char == ";":
+        return "one rule per line; no `;` needed"
+    return None
+
+
+def _join(items: list[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " or " + items[-1]
+
+
+# --------------------------------------------------------------------------- builder
+
+class _Builder:
+    """The AST, built by lark while it parses (an inline transformer: no parse tree).
+
+    lark calls each method with the rule's children as parsed, punctuation included
+    (``keep_all_tokens``), so that a node's span runs from its first child's start to
+    its last child's end, as ``propagate_positions`` would give. Positions are shifted
+    by ``base`` (per-line parsing); ``file`` and ``base`` are set for each parse.
+    No attribute may be named like a terminal (lark would take it as a lexer callback).
+    """
+
+    file = ""
+    base = 0
+
+    def _tok_span(self, tok: Token) -> Span:
+        return Span(self.file, self.base + tok.start_pos, self.base + tok.end_pos)
+
+    def _cover(self, first, last) -> Span:
+        """From ``first``'s start to ``last``'s end (tokens or AST nodes)."""
+        start = self.base + first.start_pos if isinstance(first, Token) else first.span.start
+        end = self.base + last.end_pos if isinstance(last, Token) else last.span.end
+        return Span(self.file, start, end)
+
+    def _value(self, tok: Token, kind: str) -> Value:
+        text = str(tok)[1:] if kind == "var" else str(tok)
+        return Value(kind, text, self._tok_span(tok))
+
+    def start(self, children):
+        return [c for c in children if not isinstance(c, Token)]
+
+    def define(self, children):
+        _, name, _eq, value = children
+        return Define(str(name), self._tok_span(name), self._as_value(value),
+                      self._cover(children[0], value))
+
+    def set_decl(self, children):
+        _, name, _eq, _file, path = children
+        return SetDecl(str(name), self._tok_span(name), self._value(path, "string"),
+                       self._cover(children[0], path))
+
+    def default(self, children):
+        keyword, verdict = children
+        return Default(verdict.text, verdict.span, self._cover(keyword, verdict))
+
+    def action_kw(self, children):
+        tok = children[0]
+        return Value("name", str(tok), self._tok_span(tok))
+
+    protocol = action_kw
+
+    def rule(self, children):
+        action, *rest = children
+        protocol = rest.pop(0) if rest and isinstance(rest[0], Value) else None
+        target = rest.pop() if rest and isinstance(rest[-1], Target) else None
+        return RuleNode(action.text, action.span, protocol.text if protocol else None,
+                        protocol.span if protocol else None, tuple(rest), target,
+                        self._cover(action, children[-1]))
+
+    def match(self, children):
+        # NOT? (FIELD value | FLAGS flag ("," flag)* | FRAG
+        #       | PAYLOAD "[" NUMBER (":" NUMBER)? "]" EQEQ value)
+        negated = children[0].type == "NOT"
+        body = children[1:] if negated else children
+        field, last = body[0], body[-1]
+        field_span, span = self._tok_span(field), self._cover(children[0], last)
+        if field.type == "FIELD":
+            return MatchNode(str(field), negated, field_span, span, self._as_value(last))
+        if field.type == "FLAGS":
+            flags = tuple(c for c in body[1:] if isinstance(c, Flag))
+            return MatchNode("flags", negated, field_span, span, flags=flags)
+        if field.type == "FRAG":
+            return MatchNode("frag", negated, field_span, span)
+        offset = self._value(body[2], "number")
+        length = self._value(body[4], "number") if len(body) == 8 else None
+        return MatchNode("payload", negated, field_span, span, self._as_value(last),
+                         offset=offset, length=length)
+
+    def flag(self, children):
+        return Flag(str(children[-1]), len(children) == 2, self._cover(children[0], children[-1]))
+
+    def target(self, children):
+        return children[1]
+
+    def destination(self, children):
+        # address_item (":" port_item)?  |  "[" IPV6 "]" ":" port_item
+        first = children[0]
+        bracketed_form = isinstance(first, Token) and first.type == "LSQB"
+        address = self._as_value(children[1] if bracketed_form else first)
+        port = self._as_value(children[-1]) if len(children) > 1 else None
+        bracketed = address.kind == "ipv6" and port is not None
+        return Target(address, port, self._cover(first, children[-1]), bracketed)
+
+    def list(self, children):
+        items = tuple(self._as_value(c) for c in children[1:-1]
+                      if not (isinstance(c, Token) and c.type == "COMMA"))
+        return Value("list", "", self._cover(children[0], children[-1]), items)
+
+    def range(self, children):
+        lo, hi = self._value(children[0], "number"), self._value(children[2], "number")
+        return Value("range", f"{lo.text}-{hi.text}", self._cover(children[0], children[2]),
+                     (lo, hi))
+
+    def name(self, children):
+        return self._value(children[0], "name")
+
+    _kinds = {"IPV4": "ipv4", "IPV6": "ipv6", "NUMBER": "number", "STRING": "string",
+              "VARREF": "var", "NAME": "name"}
+
+    def _as_value(self, node) -> Value:
+        if isinstance(node, Value):
+            return node
+        return self._value(node, self._kinds[node.type])
+
+
+_BUILDER = _Builder()

@@ -1,0 +1,107 @@
+"""The AST: the policy as written, before names are resolved or types checked.
+
+``pfc fmt`` prints it back, the checker turns it into IR, the language server reads
+names and spans from it. Every node keeps its span.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pfc.frontend.source import SourceFile, Span
+
+
+@dataclass(frozen=True)
+class Value:
+    """A value as written.
+
+    ``kind`` is one of ``ipv4 ipv6 number string var range name list``; ``text`` is the
+    source text (for ``var`` without the ``$``); ``items`` holds a list's items or a
+    range's two ends.
+    """
+
+    kind: str
+    text: str
+    span: Span
+    items: tuple[Value, ...] = ()
+
+
+@dataclass(frozen=True)
+class Define:
+    name: str
+    name_span: Span
+    value: Value
+    span: Span
+
+
+@dataclass(frozen=True)
+class SetDecl:
+    name: str
+    name_span: Span
+    path: Value  # kind "string"
+    span: Span
+
+
+@dataclass(frozen=True)
+class Default:
+    verdict: str
+    verdict_span: Span
+    span: Span
+
+
+@dataclass(frozen=True)
+class Flag:
+    name: str
+    negated: bool
+    span: Span
+
+
+@dataclass(frozen=True)
+class MatchNode:
+    """One match. ``field`` is the keyword (``src`` ... ``payload``); ``value`` is
+    None for ``frag`` and ``flags``; ``flags`` holds the flag list; ``offset`` and
+    ``length`` the payload window (length None means one byte)."""
+
+    field: str
+    negated: bool
+    field_span: Span
+    span: Span
+    value: Value | None = None
+    flags: tuple[Flag, ...] = ()
+    offset: Value | None = None
+    length: Value | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    address: Value
+    port: Value | None
+    span: Span
+    bracketed: bool = False
+
+
+@dataclass(frozen=True)
+class RuleNode:
+    action: str
+    action_span: Span
+    protocol: str | None
+    protocol_span: Span | None
+    matches: tuple[MatchNode, ...]
+    target: Target | None
+    span: Span
+
+
+Statement = Define | SetDecl | Default | RuleNode
+
+
+@dataclass(frozen=True)
+class Comment:
+    text: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Module:
+    source: SourceFile
+    statements: tuple[Statement, ...]
+    comments: tuple[Comment, ...]

@@ -1,0 +1,236 @@
+"""Completion: what may come next at the cursor, from the line typed so far.
+
+Half-typed lines do not parse, so the context comes from the text of the (logical) line
+up to the cursor, split by a simple tokenizer (:func:`context`); what is valid in that
+context comes from the field catalogue (``FIELDS[...].protocols``/``families``,
+``PROTOCOLS``, ``TCP_FLAGS``, ``ICMP_TYPES``, ``ICMP6_TYPES``, ``PROTO_NUMBERS``), and
+``$names`` from the declarations above the cursor.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pfc.frontend import ir
+from pfc.lsp.hover import ACTIONS, KEYWORDS, PROTOCOL_DOCS
+
+_WORD = re.compile(r'#.*|"(?:\\.|[^"\\])*"?|\$[A-Za-z0-9_-]*|[A-Za-z_][A-Za-z0-9_-]*'
+                   r'|[0-9A-Fa-f.:]+(?:/[0-9]*)?|==|\S')
+_PARTIAL = re.compile(r"[$A-Za-z0-9_-]*$")
+_VALUE_FIELDS = frozenset(("src", "dst", "sport", "dport", "ttl", "len"))
+STATEMENT_WORDS = ("drop", "pass", "accept", "count", "redirect", "define", "set", "default")
+
+
+@dataclass(frozen=True)
+class Context:
+    """``kind``: statement, default, set-file, protocol-or-match, match, flag, proto-value,
+    icmp-type, name, none. ``partial`` is the word being typed (replaced by the item),
+    starting at ``start`` (a character offset); ``used`` the fields (or flags) the rule
+    already has."""
+
+    kind: str
+    partial: str = ""
+    start: int = 0
+    protocol: str | None = None
+    action: str | None = None
+    used: frozenset[str] = field(default_factory=frozenset)
+    versions: frozenset[int] = frozenset((4, 6))
+
+
+def logical_prefix(text: str, offset: int) -> tuple[int, str]:
+    """(start, text) of the logical line holding ``offset``, up to ``offset``: physical
+    lines ending in ``\\`` (outside a comment) continue onto the next."""
+    start = text.rfind("\n", 0, offset) + 1
+    while start > 0:
+        prev = text.rfind("\n", 0, start - 1) + 1
+        line = text[prev:start - 1].rstrip("\r \t")
+        if not line.endswith("\\") or "#" in line:
+            break
+        start = prev
+    return start, text[start:offset]
+
+
+def context(text: str, offset: int) -> Context:
+    start, prefix = logical_prefix(text, offset)
+    partial = _PARTIAL.search(prefix).group()
+    words = [w for w in _WORD.findall(prefix[:len(prefix) - len(partial)]) if w != "\\"]
+    if any(w.startswith("#") for w in words) or (words and _open_string(words[-1])):
+        return Context("none")
+    at = offset - len(partial)
+    if partial.startswith("$"):
+        return Context("name", partial, at)
+    if not words:
+        return Context("statement", partial, at)
+    return _statement_context(words, partial, at)
+
+
+def _open_string(word: str) -> bool:
+    return word.startswith('"') and (len(word) == 1 or not word.endswith('"')
+                                     or word.endswith('\\"'))
+
+
+def _statement_context(words: list[str], partial: str, at: int) -> Context:
+    first = words[0]
+    if first == "default":
+        return Context("default" if len(words) == 1 else "none", partial, at)
+    if first == "define":
+        return Context("name" if words[2:3] == ["="] else "none", partial, at)
+    if first == "set":
+        return Context("set-file" if words[2:] == ["="] else "none", partial, at)
+    if first not in ACTIONS:
+        return Context("none", partial, at)
+    return _rule_context(words, partial, at)
+
+
+def _rule_context(words: list[str], partial: str, at: int) -> Context:
+    action = words[0]
+    protocol = words[1] if len(words) > 1 and words[1] in ir.PROTOCOLS else None
+    used = frozenset(w for w in words if w in ir.FIELDS)
+    base = Context("match", partial, at, protocol, action, used, _versions(words, protocol))
+    if "to" in words:
+        return _with(base, "name" if words[-1] == "to" else "none")
+    if len(words) == 1:
+        return _with(base, "protocol-or-match")
+    listed = _open_list_field(words)
+    last = words[-1]
+    if listed in ("proto", "icmp-type"):
+        return _with(base, "proto-value" if listed == "proto" else "icmp-type")
+    flags = _flag_list(words)
+    if flags is not None:
+        return _with(base, "flag", flags)
+    if last == "proto":
+        return _with(base, "proto-value")
+    if last == "icmp-type":
+        return _with(base, "icmp-type")
+    if last in _VALUE_FIELDS or listed is not None:
+        return _with(base, "name")
+    if _in_payload(words):
+        return _with(base, "none")
+    return base
+
+
+def _in_payload(words: list[str]) -> bool:
+    """Inside ``payload[OFF:LEN] == VALUE`` before its value is typed."""
+    if "payload" not in words:
+        return False
+    tail = words[len(words) - words[::-1].index("payload"):]
+    return "==" not in tail or tail[-1] == "=="
+
+
+def _with(ctx: Context, kind: str, used: frozenset[str] | None = None) -> Context:
+    return Context(kind, ctx.partial, ctx.start, ctx.protocol, ctx.action,
+                   ctx.used if used is None else used, ctx.versions)
+
+
+def _open_list_field(words: list[str]) -> str | None:
+    """The field whose ``{`` list is still open at the cursor, if any."""
+    depth = 0
+    for i in range(len(words) - 1, -1, -1):
+        if words[i] == "}":
+            depth += 1
+        elif words[i] == "{":
+            if depth == 0:
+                return words[i - 1] if i > 0 else ""
+            depth -= 1
+    return None
+
+
+def _flag_list(words: list[str]) -> frozenset[str] | None:
+    """The flags given so far when the cursor is inside a ``flags`` list, else None."""
+    if "flags" not in words:
+        return None
+    i = len(words) - 1 - words[::-1].index("flags")
+    tail = words[i + 1:]
+    if any(w not in ir.TCP_FLAGS and w not in (",", "!") for w in tail):
+        return None
+    if tail and tail[-1] in ir.TCP_FLAGS:  # `flags syn` + space: the list is done
+        return None
+    return frozenset(w for w in tail if w in ir.TCP_FLAGS)
+
+
+def _versions(words: list[str], protocol: str | None) -> frozenset[int]:
+    versions = set(ir.PROTOCOLS[protocol or "all"][1].versions)
+    if any(w.count(":") >= 2 for w in words):
+        versions &= {6}
+    if any(re.fullmatch(r"\d+\.\d+\.\d+\.\d+(/\d+)?", w) for w in words):
+        versions &= {4}
+    return frozenset(versions)
+
+
+def fields_for(protocol: str | None, versions: frozenset[int] = frozenset((4, 6))) -> list[str]:
+    """The match keywords valid in a rule of this protocol (and IP versions)."""
+    proto, family = ir.PROTOCOLS[protocol or "all"]
+    versions = versions & family.versions
+    out = []
+    for name, info in ir.FIELDS.items():
+        if info.protocols is not None and proto not in info.protocols:
+            continue
+        if name == "proto" and protocol not in (None, "all", "ip", "ip6"):
+            continue
+        if not info.families.versions & versions:
+            continue
+        out.append(name)
+    return out
+
+
+# ---------------------------------------------------------------------------- items
+
+@dataclass(frozen=True)
+class Item:
+    """A completion item before it becomes LSP data: ``kind`` is one of keyword,
+    protocol, field, flag, value, variable."""
+
+    label: str
+    kind: str
+    detail: str = ""
+    doc: str = ""
+
+
+def items(ctx: Context, names: dict[str, str]) -> list[Item]:
+    """What to offer. ``names``: declared names (without ``$``) → their declaration."""
+    if ctx.kind == "statement":
+        return [Item(w, "keyword", "action" if w in ACTIONS else "declaration",
+                     ACTIONS[w][0] if w in ACTIONS else KEYWORDS[w]) for w in STATEMENT_WORDS]
+    if ctx.kind == "default":
+        return [Item(v, "keyword", "default verdict") for v in ("pass", "drop")]
+    if ctx.kind == "set-file":
+        return [Item("file", "keyword", "set file", KEYWORDS["file"])]
+    if ctx.kind == "name":
+        return [Item("$" + n, "variable", "name", decl) for n, decl in names.items()]
+    if ctx.kind == "flag":
+        return [Item(f, "flag", f"TCP flag 0x{v:02x}", f"`{f}` set; `!{f}` clear")
+                for f, v in ir.TCP_FLAGS.items() if f not in ctx.used]
+    if ctx.kind == "proto-value":
+        return [Item(p, "value", f"IP protocol {n}") for p, n in ir.PROTO_NUMBERS.items()]
+    if ctx.kind == "icmp-type":
+        return _icmp_items(ctx.protocol)
+    if ctx.kind == "protocol-or-match":
+        return _protocol_items() + _field_items(ctx)
+    if ctx.kind == "match":
+        extra = [Item("to", "keyword", "redirect target", KEYWORDS["to"])] \
+            if ctx.action == "redirect" else []
+        return _field_items(ctx) + extra
+    return []
+
+
+def _protocol_items() -> list[Item]:
+    return [Item(p, "protocol", "protocol", doc) for p, (doc, _) in PROTOCOL_DOCS.items()]
+
+
+def _field_items(ctx: Context) -> list[Item]:
+    return [Item(f, "field", ir.FIELDS[f].values, ir.FIELDS[f].doc)
+            for f in fields_for(ctx.protocol, ctx.versions)
+            if f not in ctx.used or f == "payload"]
+
+
+def _icmp_items(protocol: str | None) -> list[Item]:
+    tables = {"icmp": [("ICMP", ir.ICMP_TYPES)], "icmp6": [("ICMPv6", ir.ICMP6_TYPES)]}
+    out: dict[str, Item] = {}
+    for what, table in tables.get(protocol, tables["icmp"] + tables["icmp6"]):
+        for name, number in table.items():
+            detail = f"{what} type {number}"
+            if name in out:
+                detail = f"{out[name].detail}, {detail}"
+            out[name] = Item(name, "value", detail)
+    return list(out.values())

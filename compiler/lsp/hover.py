@@ -1,0 +1,175 @@
+"""Hover text (Markdown) for the token under the cursor.
+
+- a match keyword (``dport``, ``flags`` ...): what it matches (``FIELDS[...].doc``), its
+  values, what it needs, and which targets can compile it (from the registry's
+  ``supports`` and :data:`pfc.backends.base.FEATURES`);
+- a protocol: its number and family, and the targets that can compile it;
+- a rule's action keyword: the rule in plain English and its compiled form on each
+  configured target (every registered target when none is configured);
+- ``$name``: its declaration; flag, ICMP type and protocol names: their numbers.
+"""
+
+from __future__ import annotations
+
+from pfc import backends
+from pfc.backends.base import FEATURES
+from pfc.frontend import ir
+from pfc.frontend.fmt import statement
+from pfc.frontend.syntax import RuleNode, SetDecl
+from pfc.lsp.analysis import Analysis, declarations
+from pfc.lsp.forms import forms, render
+from pfc.lsp.reading import reading
+from pfc.lsp.text import Tok, lex, token_at
+
+ACTIONS = {
+    "drop": ("discard the packet", set()),
+    "pass": ("let the packet through", set()),
+    "accept": ("alias of `pass`: let the packet through", set()),
+    "count": ("add 1 packet and its bytes to this rule's counter, then go on with the "
+              "next rule", {"count"}),
+    "redirect": ("rewrite the destination address (and port), fix the IP and L4 "
+                 "checksums, then pass", {"redirect"}),
+}
+KEYWORDS = {
+    "define": "`define NAME = VALUE`: a named value, prefix, range or list, used as `$NAME`",
+    "set": "`set NAME = file \"PATH\"`: a large list read from a file (one address, prefix "
+           "or port per line), used as `$NAME`; relative paths resolve against the policy",
+    "file": "`set NAME = file \"PATH\"`: the file a set is read from",
+    "default": "`default pass` / `default drop`: the verdict for packets no terminal rule "
+               "matched (`pass` when omitted)",
+    "to": "`redirect ... to ADDR[:PORT]`: the new destination",
+}
+PROTOCOL_DOCS = {
+    "all": ("any frame, IP or not (the default)", {"non-ip"}),
+    "ip": ("IPv4 packets (EtherType 0x0800)", set()),
+    "ip6": ("IPv6 packets (EtherType 0x86DD)", {"ipv6"}),
+    "tcp": ("TCP: IPv4 protocol 6 or IPv6 Next Header 6", set()),
+    "udp": ("UDP: IPv4 protocol 17 or IPv6 Next Header 17", set()),
+    "icmp": ("ICMP: IPv4 protocol 1", set()),
+    "icmp6": ("ICMPv6: IPv6 Next Header 58", {"ipv6"}),
+}
+_ACTION_TOKENS = frozenset(("DROP", "PASS", "ACCEPT", "COUNT", "REDIRECT"))
+_PROTOCOL_TOKENS = frozenset(("ALL", "IP", "IP6", "TCP", "UDP", "ICMP", "ICMP6"))
+_FIELD_TOKENS = frozenset(("FIELD", "FLAGS", "FRAG", "PAYLOAD"))
+
+
+def hover(analysis: Analysis, offset: int) -> str | None:
+    """Markdown for the token at ``offset``, or None."""
+    line = analysis.index.line_of(offset)
+    start = analysis.index.starts[line]
+    tokens = lex(analysis.index.line_text(line), start)
+    tok = token_at(tokens, offset)
+    if tok is None:
+        return None
+    if tok.type in _ACTION_TOKENS:
+        node = next((n for n in analysis.module.statements if isinstance(n, RuleNode)
+                     and n.action_span.start == tok.start), None)
+        return rule_hover(analysis, node) if node else action_doc(tok.text)
+    if tok.type in _FIELD_TOKENS:
+        return field_doc(tok.text)
+    if tok.type in _PROTOCOL_TOKENS:
+        return protocol_doc(tok.text)
+    if tok.type == "VARREF" or (tok.type == "NAME" and _declares(tokens, tok)):
+        return name_doc(analysis, tok.text.lstrip("$"))
+    if tok.type == "NAME":
+        return value_doc(tok.text)
+    return KEYWORDS.get(tok.text)
+
+
+def _declares(tokens: list[Tok], tok: Tok) -> bool:
+    i = tokens.index(tok)
+    return i > 0 and tokens[i - 1].type in ("DEFINE", "SET")
+
+
+# ---------------------------------------------------------------------------- docs
+
+def support_line(needs: set[str]) -> str:
+    """Which registered targets can compile something needing ``needs``."""
+    registry = {n: b for n, b in backends.registry().items() if n != "ir"}
+    able = [n for n, b in registry.items() if needs <= b.supports]
+    unable = [n for n in registry if n not in able]
+    if not unable:
+        return "Targets: every target (" + ", ".join(able) + ")"
+    what = ", ".join(FEATURES[f] for f in sorted(needs))
+    return (f"Targets: {', '.join(able) or 'none'}; not {', '.join(unable)} "
+            f"(they cannot express {what})")
+
+
+def field_doc(name: str) -> str | None:
+    info = ir.FIELDS.get(name)
+    if info is None:
+        return None
+    if info.protocols is None:
+        needs = "IPv4 only" if info.families is ir.Family.IP4 else "an IP rule (IPv4 or IPv6)"
+        layer = "read where it lies once the EtherType says IPv4/IPv6"
+    else:
+        protos = [p for p, (n, _) in ir.PROTOCOLS.items() if n in info.protocols]
+        needs = " or ".join(f"`{p}`" for p in protos)
+        layer = ("needs an IP header the kernel accepts, a first fragment and no IPv6 "
+                 "extension headers")
+    feats = {"payload"} if name == "payload" else set()
+    return "\n\n".join([f"**{name}** — {info.doc}", f"Values: {info.values}. "
+                        f"Needs: {needs}; {layer}. `!{name}` negates it (the field must "
+                        "still be there).", support_line(feats), _ipv6_line(feats)]).strip()
+
+
+def _ipv6_line(feats: set[str]) -> str:
+    registry = {n: b for n, b in backends.registry().items() if n != "ir"}
+    if all("ipv6" in b.supports for b in registry.values()):
+        return ""
+    return "On IPv6 rules: " + support_line(feats | {"ipv6"})
+
+
+def protocol_doc(name: str) -> str:
+    doc, needs = PROTOCOL_DOCS[name]
+    extra = ("\n\nWith an IP match (`src`, `ttl` ...) an `all` rule matches IP packets "
+             "only, and needs no non-IP support." if name == "all" else "")
+    return f"**{name}** — {doc}{extra}\n\n{support_line(needs)}"
+
+
+def action_doc(name: str) -> str:
+    doc, needs = ACTIONS[name]
+    terminal = "not terminal" if name == "count" else "terminal"
+    return f"**{name}** ({terminal}) — {doc}\n\n{support_line(needs)}"
+
+
+def value_doc(name: str) -> str | None:
+    lines = []
+    if name in ir.TCP_FLAGS:
+        lines.append(f"TCP flag **{name.upper()}** (0x{ir.TCP_FLAGS[name]:02x}); "
+                     f"`!{name}` means clear")
+    if name in ir.ICMP_TYPES:
+        lines.append(f"ICMP type **{name}** = {ir.ICMP_TYPES[name]}")
+    if name in ir.ICMP6_TYPES:
+        lines.append(f"ICMPv6 type **{name}** = {ir.ICMP6_TYPES[name]}")
+    if name in ir.PROTO_NUMBERS:
+        lines.append(f"IP protocol **{name}** = {ir.PROTO_NUMBERS[name]}")
+    return "\n\n".join(lines) or None
+
+
+def name_doc(analysis: Analysis, name: str) -> str | None:
+    decl = declarations(analysis.module).get(name)
+    if decl is None:
+        return f"`${name}` is not defined"
+    line = analysis.source.position(decl.span.start)[0]
+    what = "set, read from a file" if isinstance(decl, SetDecl) else "define"
+    return f"**${name}** ({what}, line {line})\n```pfc\n{statement(decl)}\n```"
+
+
+# ---------------------------------------------------------------------------- rules
+
+def rule_hover(analysis: Analysis, node: RuleNode) -> str:
+    line = analysis.source.position(node.span.start)[0]
+    rule = analysis.rules_by_start.get(node.span.start)
+    head = f"**rule at line {line}**"
+    if rule is None:
+        first = next((d for d in analysis.diagnostics if d.severity == "error"
+                      and node.span.start <= d.span.start <= node.span.end), None)
+        why = f": {first.message}" if first else ""
+        return f"{head} — has errors{why}\n\n{action_doc(node.action)}"
+    targets = analysis.config.targets or tuple(n for n in backends.registry() if n != "ir")
+    where = {"comment": "targets from `# pfc: targets`",
+             "settings": "targets from the `pfc.targets` setting"}.get(
+        analysis.config.origin, "all targets (none configured)")
+    compiled = render(forms(rule, analysis.policy, targets))
+    return f"{head} — {reading(rule)}\n\n---\n\nCompiled ({where}):\n\n{compiled}"

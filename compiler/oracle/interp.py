@@ -1,0 +1,312 @@
+"""The reference interpreter: a policy and the bytes of one Ethernet frame in, the
+verdict, the deciding rule, the count rules that held and the frame leaving the hook out.
+
+Every backend is judged against it (semantics.md "The oracle"); ``pfc run`` uses it on
+pcaps. Frames are read by :mod:`pfc.oracle.packets` exactly as semantics.md "Reading a frame"
+says; nothing here raises on any bytes.
+
+How a rule holds, in order:
+
+1. the family gate: ``Family.ANY`` passes every frame, even a 3-byte runt; ``IP`` needs
+   EtherType IPv4 or IPv6 (after one skipped VLAN tag); ``IP4``/``IP6`` that EtherType;
+2. the protocol keyword (``rule.proto``): the IPv4 protocol byte (L3+9) / IPv6 Next
+   Header (L3+6) read raw, present and equal: no header validity needed, so ``drop tcp``
+   drops later fragments and malformed headers too;
+3. every match: a match whose field is absent is false, negated or not (``!dport 53``
+   is false on a later fragment); otherwise it holds when ``test ^ negated``;
+4. ``redirect`` also needs the destination address bytes present, of the family of its
+   target address (there must be something to rewrite).
+
+The first terminal rule that holds decides; each ``count`` rule that holds on the way is
+recorded and evaluation goes on. If no terminal rule holds, ``policy.default`` decides
+(``rule`` None). Rules are compiled once per policy into closures (``_Plan``).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pfc.frontend import ir
+from pfc.frontend.ir import Family, Layer, Policy, Rule, Verdict
+from pfc.oracle import packets
+from pfc.oracle.packets import TCP, UDP, FrameView, counted_bytes, read_frame
+
+__all__ = ["Counters", "Outcome", "csum_update", "evaluate", "redirect_frame",
+           "rule_matches", "run"]
+
+Counters = dict[int, tuple[int, int]]  # Rule.index -> (packets, bytes)
+Check = Callable[[FrameView], bool]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    verdict: Verdict
+    rule: int | None  # Rule.index of the deciding rule; None: the default decided
+    counted: tuple[int, ...]  # Rule.index of every count rule that held, in order
+    nbytes: int  # what each count rule adds in bytes for this frame (counted_bytes)
+    frame: bytes  # the frame leaving the hook: rewritten for redirect, else the input
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One rule, compiled: ``holds(view)`` and what to do when it does."""
+
+    rule: Rule
+    versions: frozenset[int] | None  # None: every frame (Family.ANY)
+    proto: int | None
+    checks: tuple[Check, ...]
+
+    def holds(self, view: FrameView) -> bool:
+        if self.versions is not None and view.version not in self.versions:
+            return False
+        if self.proto is not None and view.l4proto != self.proto:
+            return False
+        for check in self.checks:
+            if not check(view):
+                return False
+        return True
+
+
+_VERSIONS = {Family.ANY: None, Family.IP: frozenset((4, 6)), Family.IP4: frozenset((4,)),
+             Family.IP6: frozenset((6,))}
+
+
+def _plan(rule: Rule) -> _Plan:
+    checks = [_compile_match(m, rule.proto) for m in rule.matches]
+    if isinstance(rule.action, ir.Redirect):
+        checks.append(_has_destination(rule.action.address.version))
+    return _Plan(rule, _VERSIONS[rule.family], rule.proto, tuple(checks))
+
+
+def _has_destination(version: int) -> Check:
+    end = 20 if version == 4 else 40  # IPv4 dst at L3[16:20], IPv6 at L3[24:40]
+
+    def check(view: FrameView) -> bool:
+        return view.version == version and view.l3 + end <= len(view.data)
+    return check
+
+
+# Compiled plans, keyed by id() with the object kept so the id stays valid. Hashing a
+# rule would hash every prefix of a 100k-entry set on every call.
+_CACHE: dict[int, tuple[object, Any]] = {}
+_CACHE_LIMIT = 4096
+
+
+def _cached(key: object, build: Callable[[], T]) -> T:
+    hit = _CACHE.get(id(key))
+    if hit is not None and hit[0] is key:
+        return hit[1]
+    if len(_CACHE) >= _CACHE_LIMIT:
+        _CACHE.clear()
+    value = build()
+    _CACHE[id(key)] = (key, value)
+    return value
+
+
+def _plans(policy: Policy) -> tuple[_Plan, ...]:
+    return _cached(policy, lambda: tuple(_plan(r) for r in policy.rules))
+
+
+def rule_matches(rule: Rule, view: FrameView) -> bool:
+    """Whether ``rule`` holds on the frame ``view`` (module doc, steps 1-4)."""
+    return _cached(rule, lambda: _plan(rule)).holds(view)
+
+
+def _evaluate(plans: tuple[_Plan, ...], default: Verdict, frame: bytes,
+              skip_tag: bool = True) -> Outcome:
+    view = read_frame(frame, skip_tag)
+    counted: list[int] = []
+    for plan in plans:
+        if not plan.holds(view):
+            continue
+        action = plan.rule.action
+        if not action.terminal:
+            counted.append(plan.rule.index)
+            continue
+        verdict = Verdict.DROP if isinstance(action, ir.Drop) else Verdict.PASS
+        out = redirect_frame(view, plan.rule) if isinstance(action, ir.Redirect) else view.data
+        return Outcome(verdict, plan.rule.index, tuple(counted), counted_bytes(view), out)
+    return Outcome(default, None, tuple(counted), counted_bytes(view), view.data)
+
+
+def evaluate(policy: Policy, frame: bytes, *, skip_tag: bool = True) -> Outcome:
+    """Judge one frame (any bytes; never raises). ``skip_tag=False``: the frame is as a
+    hook sees it after the kernel removed the outer VLAN tag (``packets.read_frame``)."""
+    return _evaluate(_plans(policy), policy.default, frame, skip_tag)
+
+
+def run(policy: Policy, frames: Iterable[bytes], *,
+        skip_tag: bool = True) -> tuple[list[Outcome], Counters]:
+    """Judge every frame in order; the counters hold one entry for every count rule of
+    the policy, zeros included: (packets, bytes) summed over the frames it held on."""
+    plans = _plans(policy)
+    counters: Counters = {r.index: (0, 0) for r in policy.count_rules}
+    outcomes = []
+    for frame in frames:
+        out = _evaluate(plans, policy.default, frame, skip_tag)
+        for index in out.counted:
+            packets, nbytes = counters[index]
+            counters[index] = (packets + 1, nbytes + out.nbytes)
+        outcomes.append(out)
+    return outcomes, counters
+
+
+# ----------------------------------------------------------------------------- matches
+
+def _compile_match(match: ir.Match, proto: int | None) -> Check:
+    """A check for one match: False when its field is absent, else ``test ^ negated``."""
+    if isinstance(match, ir.AddrMatch):
+        return _when_present(_addr_reader(match.field), _addr_test(match.prefixes),
+                             match.negated)
+    if isinstance(match, ir.IntMatch):
+        return _when_present(_int_reader(match.field, proto), _range_test(match.ranges),
+                             match.negated)
+    if isinstance(match, ir.FlagsMatch):
+        must, clear = match.set, match.clear
+        return _when_present(_int_reader("flags", proto),
+                             lambda f: f & must == must and not f & clear, match.negated)
+    if isinstance(match, ir.FragMatch):
+        return _when_present(_int_reader("frag", proto), bool, match.negated)
+    if isinstance(match, ir.PayloadMatch):
+        offset, data = match.offset, match.data
+
+        def read(view: FrameView) -> bytes | None:
+            return packets.payload_bytes(view, proto, offset, len(data))
+        return _when_present(read, data.__eq__, match.negated)
+    raise TypeError(f"not a match: {match!r}")
+
+
+def _when_present(read: Callable, test: Callable, negated: bool) -> Check:
+    def check(view: FrameView) -> bool:
+        value = read(view)
+        return value is not None and bool(test(value)) != negated
+    return check
+
+
+def _int_reader(name: str, proto: int | None) -> Callable[[FrameView], int | None]:
+    if ir.FIELDS[name].layer is Layer.IP:
+        return lambda view: packets.ip_field(view, name)
+    if proto is None:  # a transport field without a protocol keyword: never present
+        return lambda view: None
+    return lambda view: packets.transport_field(view, name, proto)
+
+
+def _addr_reader(name: str) -> Callable[[FrameView], tuple[int, int] | None]:
+    """(version, address as an integer), or None."""
+    def read(view: FrameView) -> tuple[int, int] | None:
+        raw = packets.ip_field_bytes(view, name)
+        return None if raw is None else (view.version, int.from_bytes(raw, "big"))
+    return read
+
+
+def _addr_test(prefixes: tuple[ir.IPNetwork, ...]) -> Callable[[tuple[int, int]], bool]:
+    """Membership in any prefix of the address's own family: per prefix length, a set
+    of network numbers (one lookup per distinct length, whatever the set's size)."""
+    tables = {4: _prefix_table(prefixes, 4, 32), 6: _prefix_table(prefixes, 6, 128)}
+
+    def test(value: tuple[int, int]) -> bool:
+        version, address = value
+        return any(address >> shift in nets for shift, nets in tables[version])
+    return test
+
+
+def _prefix_table(prefixes, version: int, bits: int) -> tuple[tuple[int, frozenset], ...]:
+    by_length: dict[int, set[int]] = {}
+    for net in prefixes:
+        if net.version == version:
+            shift = bits - net.prefixlen
+            by_length.setdefault(shift, set()).add(int(net.network_address) >> shift)
+    return tuple((shift, frozenset(nets)) for shift, nets in sorted(by_length.items()))
+
+
+def _range_test(ranges: tuple[tuple[int, int], ...]) -> Callable[[int], bool]:
+    """Inclusive ranges (sorted and merged here too, so hand-built IR works)."""
+    merged: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    if len(merged) <= 4:
+        pairs = tuple((lo, hi) for lo, hi in merged)
+        return lambda v: any(lo <= v <= hi for lo, hi in pairs)
+    los, his = [lo for lo, _ in merged], [hi for _, hi in merged]
+
+    def test(value: int) -> bool:
+        i = bisect_right(los, value) - 1
+        return i >= 0 and value <= his[i]
+    return test
+
+
+# ----------------------------------------------------------------------------- redirect
+
+def csum_update(old_csum: int, old: bytes, new: bytes) -> int:
+    """An Internet checksum after 16-bit-aligned data ``old`` became ``new``: RFC 1624
+    eqn. 3, HC' = ~(~HC + ~m + m'), in ones'-complement arithmetic. Never recomputed:
+    a checksum that was wrong stays wrong by the same amount.
+
+    Represented as the kernel's ``csum_replace*``/``inet_proto_csum_replace*`` and nft
+    payload mangling leave it (``csum_fold`` of a non-zero sum): a zero sum gives
+    0x0000, never 0xffff. Mod 0xffff, ~x is -x and a word sum is the number's value,
+    so eqn. 3 is ``(HC + m - m') mod 0xffff``.
+    """
+    if len(old) != len(new) or len(old) % 2:
+        raise ValueError("csum_update needs old and new of one even length")
+    return (old_csum + int.from_bytes(old, "big") - int.from_bytes(new, "big")) % 0xFFFF
+
+
+def redirect_frame(view: FrameView, rule: Rule) -> bytes:
+    """The frame after ``redirect`` (semantics.md "What redirect writes"), in the frame
+    as given (a VLAN tag kept): the destination address; the IPv4 header checksum
+    (L3+10); the destination port when the rule's protocol is TCP/UDP, the target has
+    a port, the transport is readable with that protocol and the port bytes present;
+    the TCP (L4+16) / UDP (L4+6) checksum, for the address (pseudo-header) and port
+    change, when the transport is readable, the packet TCP or UDP, and the checksum
+    bytes present. A UDP checksum of 0 stays 0; an updated one of 0 is written 0xffff.
+    IPv6 has no header checksum: its address change goes into the L4 checksum only.
+    Unchanged if there is no destination address of the target's family to rewrite.
+    """
+    action = rule.action
+    new_addr = action.address.packed
+    if view.version != action.address.version:
+        return view.data
+    at = view.l3 + (16 if view.version == 4 else 24)
+    if at + len(new_addr) > len(view.data):
+        return view.data
+    data = bytearray(view.data)
+    old = bytes(data[at:at + len(new_addr)])
+    data[at:at + len(new_addr)] = new_addr
+    if view.version == 4:
+        _put_csum(data, view.l3 + 10, old, new_addr)
+    new = new_addr
+    if _port_writable(view, rule):
+        port = action.port.to_bytes(2, "big")
+        old, new = old + bytes(data[view.l4 + 2:view.l4 + 4]), new + port
+        data[view.l4 + 2:view.l4 + 4] = port
+    csum_at = _l4_csum_offset(view)
+    udp = view.l4proto == UDP
+    if csum_at is not None and not (udp and data[csum_at:csum_at + 2] == b"\0\0"):
+        _put_csum(data, csum_at, old, new, zero=0xFFFF if udp else 0)
+    return bytes(data)
+
+
+def _port_writable(view: FrameView, rule: Rule) -> bool:
+    return (rule.proto in (TCP, UDP) and rule.action.port is not None
+            and view.l4 is not None and view.l4proto == rule.proto
+            and view.l4 + 4 <= len(view.data))
+
+
+def _l4_csum_offset(view: FrameView) -> int | None:
+    if view.l4 is None or view.l4proto not in (TCP, UDP):
+        return None
+    at = view.l4 + (16 if view.l4proto == TCP else 6)
+    return at if at + 2 <= len(view.data) else None
+
+
+def _put_csum(data: bytearray, at: int, old: bytes, new: bytes, zero: int = 0) -> None:
+    value = csum_update(int.from_bytes(data[at:at + 2], "big"), old, new)
+    data[at:at + 2] = (value or zero).to_bytes(2, "big")

@@ -1,0 +1,111 @@
+"""One helper judges every target against the reference interpreter.
+
+``compare(artifact, backend, frames)`` shows each frame to the target's hook as that hook
+sees it (``backend.view``: a removed VLAN tag, the kernel's IP input checks), runs the
+target on the frames it can see (``backend.run``), and compares, per semantics.md "What
+is compared": the verdict per frame, the bytes leaving the hook for redirected frames,
+and the counters of every count rule after the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pfc.backends.base import Artifact, Backend
+from pfc.frontend import ir
+from pfc.oracle.interp import Outcome, evaluate
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    index: int  # position in the frames given to compare()
+    frame: bytes  # as the hook saw it
+    expected: Outcome
+    got: ir.Verdict
+    got_frame: bytes | None
+    what: str  # "verdict" | "bytes"
+
+    def describe(self) -> str:
+        rule = "default" if self.expected.rule is None else f"rule #{self.expected.rule}"
+        if self.what == "verdict":
+            return (f"frame {self.index}: expected {self.expected.verdict.value} ({rule}), "
+                    f"target gave {self.got.value}")
+        return (f"frame {self.index}: bytes differ after {rule}: expected "
+                f"{self.expected.frame.hex()}, target gave "
+                f"{self.got_frame.hex() if self.got_frame else None}")
+
+
+@dataclass
+class Report:
+    target: str
+    hook: str
+    total: int = 0  # frames offered
+    seen: int = 0  # frames the hook can see
+    agree: int = 0
+    mismatches: list[Mismatch] = field(default_factory=list)
+    counters_expected: dict[int, tuple[int, int]] = field(default_factory=dict)
+    counters_got: dict[int, tuple[int, int]] | None = None
+
+    @property
+    def skipped(self) -> int:
+        return self.total - self.seen
+
+    @property
+    def counters_agree(self) -> bool:
+        return self.counters_got is None or self.counters_got == self.counters_expected
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches and self.counters_agree
+
+    def summary(self) -> str:
+        lines = [f"{self.target}/{self.hook}: {self.seen} of {self.total} frames seen, "
+                 f"{self.agree} agree, {len(self.mismatches)} disagree"]
+        lines += [m.describe() for m in self.mismatches[:10]]
+        if not self.counters_agree:
+            lines.append(f"counters: expected {self.counters_expected}, "
+                         f"target gave {self.counters_got}")
+        return "\n".join(lines)
+
+
+def expected_counters(policy: ir.Policy, outcomes: list[Outcome]) -> dict[int, tuple[int, int]]:
+    counters = {r.index: (0, 0) for r in policy.count_rules}
+    for out in outcomes:
+        for index in out.counted:
+            packets, nbytes = counters[index]
+            counters[index] = (packets + 1, nbytes + out.nbytes)
+    return counters
+
+
+def compare(artifact: Artifact, backend: Backend, frames: list[bytes]) -> Report:
+    """Run ``backend`` on what its hook sees of ``frames`` and judge it."""
+    if backend.run is None:
+        raise ValueError(f"target `{backend.name}` has no runner")
+    report = Report(artifact.target, artifact.hook, total=len(frames))
+    seen = [(i, v) for i, f in enumerate(frames)
+            if (v := backend.view(artifact.hook, f)) is not None]
+    report.seen = len(seen)
+    policy = artifact.policy
+    # A view that differs from the frame had its outer tag removed (or is behind IP
+    # input): a tag left in it is an inner one, which makes the frame not IP.
+    expected = [evaluate(policy, v, skip_tag=v == frames[i]) for i, v in seen]
+    observed = backend.run(artifact, [v for _, v in seen])
+    for (index, view), exp, got, got_frame in zip(
+            seen, expected, observed.verdicts, observed.frames_out, strict=True):
+        mismatch = _judge(index, view, exp, got, got_frame)
+        if mismatch is None:
+            report.agree += 1
+        else:
+            report.mismatches.append(mismatch)
+    report.counters_expected = expected_counters(policy, expected)
+    report.counters_got = observed.counters
+    return report
+
+
+def _judge(index: int, view: bytes, exp: Outcome, got: ir.Verdict,
+           got_frame: bytes | None) -> Mismatch | None:
+    if got != exp.verdict:
+        return Mismatch(index, view, exp, got, got_frame, "verdict")
+    if got_frame is not None and exp.verdict is ir.Verdict.PASS and got_frame != exp.frame:
+        return Mismatch(index, view, exp, got, got_frame, "bytes")
+    return None
