@@ -70,10 +70,22 @@ def _bar_values(rows: list[dict], value) -> tuple[list[float], list[str]]:
 
 
 def plot(report: dict, out: Path) -> Path:
+    """Write :func:`figure` to ``out`` as PNG (its directory must exist: OSError)."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(report)
+    try:
+        fig.savefig(out, dpi=110, format="png")
+    finally:
+        plt.close(fig)
+    return out
+
+
+def figure(report: dict):
     """Three bar charts, each bar labelled with its value: test-run ns/packet (eBPF
-    hooks), CPU ns/packet and Mpps through the veth (every row; rows without traffic
-    show why). The title says kernel, date and duration; a note says it is one run.
-    Writes ``out`` (its directory must exist); OSError if it cannot."""
+    hooks), CPU ns/packet and Mpps through the veth (every row; a row without traffic
+    has an empty slot saying why: ``refused``, ``not installed``). The title says
+    kernel, date and duration; a note says it is one run (no error bars)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -103,9 +115,7 @@ def plot(report: dict, out: Path) -> Path:
              "rows are within run-to-run noise (docs/bench.md)", ha="center", fontsize=8,
              style="italic")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return fig
 
 
 def _plot_title(report: dict) -> str:

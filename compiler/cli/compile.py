@@ -17,7 +17,7 @@ from pfc import api, backends
 from pfc.backends.base import Artifact, Backend
 from pfc.build import OptionError, backend, write_artifact
 from pfc.cli.common import Command, UsageError, load, print_diagnostics
-from pfc.cli.output import STDIO, OutputError, cell, print_json, refuse_terminal, shown
+from pfc.cli.output import STDIO, OutputError, cell, cell_lines, print_json, refuse_terminal, shown
 from pfc.frontend.diagnostics import CompileError, Diagnostic, to_json
 from pfc.frontend.source import SourceFile
 
@@ -223,11 +223,12 @@ def targets_table():
     from rich.table import Table
 
     table = Table(title="pfc targets (first hook and format: the default)")
-    for column in ("target", "hooks", "formats", "supports", "what"):
-        table.add_column(column, overflow="fold")
+    for column in ("target", "hooks", "formats", "supports"):  # names: never broken
+        table.add_column(column, no_wrap=True, overflow="fold")
+    table.add_column("what", overflow="fold")
     for b in backends.registry().values():
-        table.add_row(cell(b.name), cell("\n".join(b.hooks)), cell("\n".join(b.formats)),
-                      cell("\n".join(sorted(b.supports))), cell(b.description))
+        table.add_row(cell(b.name), cell_lines(b.hooks), cell_lines(b.formats),
+                      cell_lines(sorted(b.supports)), cell(b.description))
     return table
 
 

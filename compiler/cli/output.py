@@ -197,3 +197,10 @@ def cell(text: str, style: str = ""):
     from rich.text import Text
 
     return Text(shown(text), style=style)
+
+
+def cell_lines(items) -> object:
+    """A rich ``Text`` of ``items`` one per line, each escaped."""
+    from rich.text import Text
+
+    return Text("\n".join(shown(str(item)) for item in items))

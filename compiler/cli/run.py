@@ -132,7 +132,7 @@ def _print_capture_notes(capture) -> None:
     if capture.rebuilt:
         kinds = ", ".join(sorted(linktype_name(t) for t in capture.linktypes))
         print(f"note: the capture's link type is {kinds}: each packet was judged behind "
-              "an Ethernet header pfc built (docs/json.md, `pfc run`)", file=sys.stderr)
+              "an Ethernet header pfc built (README.md, `Reading captures`)", file=sys.stderr)
     if capture.outgoing:
         print(f"note: {len(capture.outgoing)} packets were sent by the capturing host "
               "(marked outgoing); they were judged as if received", file=sys.stderr)
@@ -174,7 +174,7 @@ RUN = Command("run", "run the reference interpreter over a pcap",
               "ports, the verdict and the rule that decided it (with its line), then a\n"
               "summary per rule with counters. Reads pcap and pcapng of Ethernet, Linux\n"
               "cooked (`tcpdump -i any`) and raw IP captures; a cooked or raw IP packet is\n"
-              "judged behind an Ethernet header pfc builds (see docs/json.md).",
+              "judged behind an Ethernet header pfc builds (README.md, `Reading captures`).",
               _run_args, _run)
 
 

@@ -116,10 +116,10 @@ def verify_table(path: str, results):
     """The table; every column folds rather than cuts (80-column terminals)."""
     from rich.table import Table
 
-    table = Table(title=cell(f"pfc verify {path}"))
+    table = Table(title=cell(f"pfc verify {path}"), show_edge=False)
     for col in ("target", "hook", "frames", "agree", "disagree", "skipped\nby hook",
-                "status"):
-        table.add_column(col, overflow="fold",
+                "status"):  # 79 columns at most, with raw-prerouting: only status wraps
+        table.add_column(col, overflow="fold", no_wrap=col != "status",
                          justify="left" if col in ("target", "hook", "status") else "right")
     for r in results:
         rep = r.report
