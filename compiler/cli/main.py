@@ -181,6 +181,7 @@ def _fail(args: argparse.Namespace, message: str, stdout_ok: bool = True,
     """One line on stderr. With ``--format json`` also ``{"version": 1, "error": ...}``
     on stdout, so a CI job reading the JSON sees why there is no report; with
     ``compile --diagnostics json`` that object on stderr instead of the line."""
+    message = shown(message)  # user text inside (a hook name, a path) stays inert
     text = message if label == "error" else f"{label}: {message}"
     if getattr(args, "diagnostics", None) == "json":
         output.print_json({"ok": False, "error": text}, file=sys.stderr)
