@@ -213,10 +213,12 @@ def test_verify_pcap_finds_a_bug_on_the_users_frame(capsys, monkeypatch, tmp_pat
     cap = tmp_path / "mine.pcap"
     write_pcap(cap, [frame])
     code = main(["verify", EDGE, "--targets", "xdp", "--pcap", str(cap),
-                 "--pcap-out", str(tmp_path / "out")])
-    out = capsys.readouterr().out
-    assert code == 1 and "DISAGREE" in out
-    assert read_pcap(tmp_path / "out" / "edge-drop-xdp-fail.pcap")
+                 "--pcap-out", str(tmp_path / "out"), "--format", "json"])
+    [row] = json.loads(capsys.readouterr().out)["files"][0]["targets"]
+    assert code == 1 and row["status"] == "disagree"
+    assert (row["frames"], row["disagree"]) == (1, 1)  # the user's frame, only it
+    assert row["pcap"] == str(tmp_path / "out" / "edge-drop-xdp-fail.pcap")
+    assert read_pcap(row["pcap"])
 
 
 def test_verify_pcap_errors_are_usage_errors(capsys, tmp_path: Path) -> None:
