@@ -291,6 +291,28 @@ def test_output_errors_are_one_line_and_exit_2(args, needle: str) -> None:
     _one_line(proc, needle)
 
 
+def test_no_directory_is_made_for_an_output_file(tmp_path: Path) -> None:
+    target = tmp_path / "missing" / "x.bpf"
+    proc = pfc("compile", EDGE, "--target", "cbpf", "-o", str(target))
+    assert proc.returncode == 2
+    _one_line(proc, f"`{target}`: No such file or directory")
+    assert not target.parent.exists()
+    proc = pfc("compile", EDGE, "--target", "cbpf", "-o", f"{tmp_path / 'made'}/")
+    assert proc.returncode == 0 and (tmp_path / "made" / "edge-drop.cbpf.asm").exists()
+
+
+def test_binary_output_is_never_written_to_a_terminal() -> None:
+    controller, terminal = os.openpty()
+    try:
+        proc = subprocess.run([*PFC, "frames", EDGE, "-n", "5", "-o", "-"], stdout=terminal,
+                              stderr=subprocess.PIPE, timeout=120)
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    assert proc.returncode == 2
+    _one_line(proc, "is binary: not writing it to a terminal")
+
+
 @pytest.mark.parametrize("args", [
     ("compile", EDGE, "--target", "nft", "--dev", "eth0"),
     ("check", "--format", "json", EDGE),
@@ -553,6 +575,14 @@ def test_dash_reads_the_policy_from_standard_input() -> None:
     assert proc.returncode == 0 and proc.stdout == b"drop udp dport { 53, 80 }\n"
     proc = pfc("fmt", "--check", "-", stdin=b"drop  udp dport 53\n")
     assert proc.returncode == 1 and b"--- <stdin>" in proc.stdout
+
+
+def test_an_endless_standard_input_is_refused_not_read_forever() -> None:
+    with open("/dev/zero", "rb") as zero:
+        proc = subprocess.run([*PFC, "check", "-"], stdin=zero, capture_output=True,
+                              timeout=120)
+    assert proc.returncode == 2
+    _one_line(proc, "standard input holds more than 64 MiB")
 
 
 def test_dash_for_outputs_and_for_runs_capture(tmp_path: Path) -> None:
