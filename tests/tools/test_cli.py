@@ -271,14 +271,6 @@ def test_a_closed_pipe_ends_quietly_with_0(args, frames_pcap: Path) -> None:
     assert b"Exception ignored" not in proc.stderr and b"Broken pipe" not in proc.stderr
 
 
-def test_frames_into_a_missing_directory(tmp_path: Path) -> None:
-    target = tmp_path / "nonexistent-dir" / "x.pcap"
-    proc = pfc("frames", EDGE, "-n", "10", "-o", str(target))
-    assert proc.returncode == 2
-    _one_line(proc, f"cannot write `{target}`: No such file or directory")
-    assert not target.parent.exists()
-
-
 @pytest.mark.parametrize("args,needle", [
     (("compile", EDGE, "--target", "cbpf", "-o", "/proc/uxa-nope"), "/proc/uxa-nope"),
     (("compile", EDGE, "--target", "cbpf", "-o", "/dev/full"), "No space left on device"),
@@ -291,11 +283,13 @@ def test_output_errors_are_one_line_and_exit_2(args, needle: str) -> None:
     _one_line(proc, needle)
 
 
-def test_no_directory_is_made_for_an_output_file(tmp_path: Path) -> None:
-    target = tmp_path / "missing" / "x.bpf"
-    proc = pfc("compile", EDGE, "--target", "cbpf", "-o", str(target))
+@pytest.mark.parametrize("command", [("frames", EDGE, "-n", "10"),  # finding 7e
+                                     ("compile", EDGE, "--target", "cbpf")])
+def test_no_directory_is_made_for_an_output_file(tmp_path: Path, command) -> None:
+    target = tmp_path / "nonexistent-dir" / "x.out"
+    proc = pfc(*command, "-o", str(target))
     assert proc.returncode == 2
-    _one_line(proc, f"`{target}`: No such file or directory")
+    _one_line(proc, f"cannot write `{target}`: No such file or directory")
     assert not target.parent.exists()
     proc = pfc("compile", EDGE, "--target", "cbpf", "-o", f"{tmp_path / 'made'}/")
     assert proc.returncode == 0 and (tmp_path / "made" / "edge-drop.cbpf.asm").exists()
