@@ -139,7 +139,7 @@ def capability_errors(policy: ir.Policy, backend: Backend,
 
 
 _SAFE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,30}$")
-_SAFE_DEV = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+_SAFE_DEV = re.compile(r"^[A-Za-z0-9_.@-]{1,15}$")
 
 
 def check_name(value: str, what: str) -> str:
@@ -151,8 +151,14 @@ def check_name(value: str, what: str) -> str:
 
 
 def check_dev(value: str) -> str:
-    """Allow-list for network device names (IFNAMSIZ, no spaces or quotes)."""
-    if not _SAFE_DEV.match(value):
-        raise ValueError(f"invalid device name `{value}`: at most 15 characters of "
-                         "letters, digits, `_ . : @ -`")
+    """A Linux interface name, as the kernel's ``dev_valid_name`` (net/core/dev.c)
+    accepts it: 1 to 15 bytes (IFNAMSIZ 16 with the NUL), not ``.`` or ``..``, no ``/``,
+    ``:`` or whitespace; and, since it lands in emitted text (nft, iptables, a shell),
+    only letters, digits and ``_ . @ -`` (an allow-list: no quotes, no control or
+    non-ASCII characters)."""
+    if value in (".", "..") or not _SAFE_DEV.fullmatch(value):
+        shown = value.encode("ascii", "backslashreplace").decode()
+        shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in shown)
+        raise ValueError(f"invalid device name `{shown}`: a Linux interface name is 1 to "
+                         "15 letters, digits and `_ . @ -`, and not `.` or `..`")
     return value

@@ -110,14 +110,18 @@ def run(policy: PolicyInput | ir.Policy,
 
 def verify(policy: PolicyInput, targets: Iterable[str] | None = None, *,
            frames: int = 2000, seed: int = 0, pcap_dir: str | os.PathLike | None = None,
-           progress: Callable[[str], None] | None = None) -> list[TargetResult]:
+           progress: Callable[[str], None] | None = None,
+           pcap: str | os.PathLike | Iterable[bytes] | None = None) -> list[TargetResult]:
     """``pfc verify``: each target (default: every target; ``TARGET:HOOK`` for one hook)
-    compiled and run in the kernel on ``frames`` generated frames, compared with the
-    interpreter. A target named in ``targets`` that cannot express the policy fails;
-    with the default, it is reported as ``not-expressible``. Without privileges each
-    target is compiled only (``status == "compiled-only"``). ``progress(target)`` is
-    called as each target starts; a failing frame is written to a pcap in
-    ``pcap_dir`` (default ``./pfc-verify``)."""
+    compiled and run in the kernel on the frames of ``pcap`` (a capture file, or raw
+    Ethernet frames; pfc.oracle.pcap reads Linux cooked and raw IP captures too)
+    followed by ``frames`` generated frames (``frames=0``: the capture only), compared
+    with the interpreter. A target named in ``targets`` that cannot express the policy
+    fails; with the default, it is reported as ``not-expressible``. Without privileges
+    each target is compiled only (``status == "compiled-only"``). ``progress(target)``
+    is called as each target starts; a failing frame is written to a pcap in
+    ``pcap_dir`` (default ``./pfc-verify``). ValueError when there are no frames at
+    all; PcapError for a capture that cannot be read."""
     from pfc.verifier.run import Request
     from pfc.verifier.run import verify as verify_all
 
@@ -125,9 +129,22 @@ def verify(policy: PolicyInput, targets: Iterable[str] | None = None, *,
     compiled.require()
     explicit = targets is not None
     chosen = list(targets) if explicit else [t for t in backends.registry() if t != "ir"]
+    user = _frames_of(pcap)
+    if frames < 0 or not (frames or user):
+        raise ValueError("verify needs frames: frames >= 1, or a capture with frames")
     request = Request(compiled, compiled.source.name, chosen, explicit, frames, seed,
-                      Path(pcap_dir) if pcap_dir else Path("pfc-verify"))
+                      Path(pcap_dir) if pcap_dir else Path("pfc-verify"), user_frames=user)
     return verify_all(request, progress or (lambda _: None))
+
+
+def _frames_of(pcap: str | os.PathLike | Iterable[bytes] | None) -> list[bytes]:
+    if pcap is None:
+        return []
+    if isinstance(pcap, str | os.PathLike):
+        from pfc.oracle.pcap import read_pcap
+
+        return read_pcap(pcap)
+    return [bytes(f) for f in pcap]
 
 
 def load(policy: PolicyInput, target: str, dev: str, *, netns: str | None = None,

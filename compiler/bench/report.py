@@ -1,16 +1,14 @@
-"""``pfc bench`` output: the rich table, JSON, and the PNG chart (matplotlib, Agg)."""
+"""``pfc bench`` output: the table's rows, JSON, and the PNG chart (matplotlib, Agg).
+The terminal rendering of the rows is the CLI's (``pfc.cli.bench``)."""
 
 from __future__ import annotations
 
-import json
+import os
+from datetime import datetime
 from pathlib import Path
 
 COLUMNS = ("target/baseline", "hook", "test-run ns/pkt drop/pass", "Mpps sent", "dropped/s",
            "dropped (expected)", "CPU ns/pkt", "× none", "latency µs p50 / p99")
-
-
-def to_json(report: dict) -> str:
-    return json.dumps(report, indent=2)
 
 
 def _num(value, fmt: str = "{:,.0f}") -> str:
@@ -48,55 +46,82 @@ def _test_run(tr: dict | None) -> str:
     return " / ".join(f"{tr[k]:.0f}" if k in tr else "-" for k in ("drop", "pass"))
 
 
-def print_table(report: dict, notes: list[str]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def stamp(report: dict, started: datetime, elapsed: float) -> dict:
+    """The report with when and where it ran: ``kernel`` (uname release),
+    ``started`` (ISO 8601, local time with offset), ``elapsed_s`` (the whole run)."""
+    return dict(report, kernel=os.uname().release,
+                started=started.astimezone().isoformat(timespec="seconds"),
+                elapsed_s=round(elapsed, 1))
 
-    table = Table(title=f"pfc bench {report['file']} ({report['duration']} s of traffic "
-                        f"per row, test runs ×{report['repeat']})")
-    for i, col in enumerate(COLUMNS):
-        table.add_column(col, justify="left" if i < 2 else "right")
-    for row in table_rows(report):
-        table.add_row(*row)
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=160)
-    console.print(table)
-    for r in report["rows"]:
-        if r["status"] != "ok":
-            print(f"  {r['name']}: {r['status']}")
-    for frame in report["frames"]:
-        print(f"  frame ({frame['verdict']}): {frame['hex'][:96]}"
-              f"{'…' if len(frame['hex']) > 96 else ''}")
-    for note in notes:
-        print(f"  note: {note}")
+
+def _bar_values(rows: list[dict], value) -> tuple[list[float], list[str]]:
+    """Heights and labels: the value on its bar, or why a row has none (``refused``,
+    ``not installed``, ``error``) on an empty slot, so no row silently disappears."""
+    heights, labels = [], []
+    for r in rows:
+        v = value(r)
+        if v is None:
+            heights.append(0)
+            labels.append(r["status"].split(":")[0] if r["status"] != "ok" else "-")
+        else:
+            heights.append(v)
+            labels.append(f"{v:,.3f}" if v < 10 else f"{v:,.0f}")
+    return heights, labels
 
 
 def plot(report: dict, out: Path) -> Path:
-    """Two bar charts side by side: test-run ns/packet (eBPF hooks) and, for every
-    row with traffic, CPU ns/packet and Mpps through the veth."""
+    """Write :func:`figure` to ``out`` as PNG (its directory must exist: OSError)."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(report)
+    try:
+        fig.savefig(out, dpi=110, format="png")
+    finally:
+        plt.close(fig)
+    return out
+
+
+def figure(report: dict):
+    """Three bar charts, each bar labelled with its value: test-run ns/packet (eBPF
+    hooks), CPU ns/packet and Mpps through the veth (every row; a row without traffic
+    has an empty slot saying why: ``refused``, ``not installed``). The title says
+    kernel, date and duration; a note says it is one run (no error bars)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in report["rows"] if r["traffic"]]
-    names = [r["name"] for r in rows]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2))
-    ebpf = [r for r in report["rows"] if r["test_run_ns"]]
-    axes[0].bar([r["name"] for r in ebpf], [r["test_run_ns"].get("mean", 0) for r in ebpf],
-                color="tab:blue")
-    axes[0].set_title("BPF_PROG_TEST_RUN ns/packet")
-    axes[1].bar(names, [r["traffic"]["cpu_ns_per_packet"] or 0 for r in rows],
-                color="tab:orange")
-    axes[1].set_title("CPU ns/packet through the veth (softirq incl.)")
-    axes[2].bar(names, [r["traffic"]["pps"] / 1e6 for r in rows], color="tab:green")
-    axes[2].set_title("Mpps sent (one CPU)")
-    for ax in axes:
-        ax.tick_params(axis="x", rotation=30)
+    rows = report["rows"]
+    ebpf = [r for r in rows if r["test_run_ns"]
+            or (r["kind"] == "target" and r["name"] in ("xdp", "tc", "socket"))]
+    charts = (
+        (ebpf, lambda r: (r["test_run_ns"] or {}).get("mean"),
+         "BPF_PROG_TEST_RUN ns/packet", "tab:blue"),
+        (rows, lambda r: r["traffic"] and r["traffic"]["cpu_ns_per_packet"],
+         "CPU ns/packet through the veth (softirq incl.)", "tab:orange"),
+        (rows, lambda r: r["traffic"] and r["traffic"]["pps"] / 1e6,
+         "Mpps sent (one CPU)", "tab:green"),
+    )
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.8))
+    for ax, (chosen, value, title, color) in zip(axes, charts, strict=True):
+        heights, labels = _bar_values(chosen, value)
+        bars = ax.bar([r["name"] for r in chosen], heights, color=color)
+        ax.bar_label(bars, labels=labels, fontsize=7, padding=2)
+        ax.set_title(title, fontsize=10)
+        ax.tick_params(axis="x", rotation=30, labelsize=8)
         ax.grid(axis="y", alpha=0.3)
-    fig.suptitle(f"pfc bench {report['file']}")
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+        ax.margins(y=0.15)
+    fig.suptitle(_plot_title(report))
+    fig.text(0.5, 0.01, "one run, no error bars: differences of a few percent between "
+             "rows are within run-to-run noise (docs/bench.md)", ha="center", fontsize=8,
+             style="italic")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return fig
+
+
+def _plot_title(report: dict) -> str:
+    when = report.get("started", "")[:16].replace("T", " ")
+    parts = [f"pfc bench {report['file']}", f"Linux {report.get('kernel', '?')}", when,
+             f"{report['duration']} s of traffic per row"]
+    if report.get("elapsed_s") is not None:
+        parts.append(f"{report['elapsed_s']} s in all")
+    return " — ".join(p for p in parts if p)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from datetime import datetime
 from pathlib import Path
 
-from pfc.cli.common import Command, UsageError, load, print_diagnostics
+from pfc.cli.common import Command, UsageError, load, print_diagnostics, read_capture_arg
+from pfc.cli.output import OutputError, cell, check_output_dir, print_json, shown
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -24,10 +27,12 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeat", type=int, default=100_000, metavar="N",
                    help="BPF_PROG_TEST_RUN repetitions per frame (default 100000)")
     p.add_argument("--pcap", type=Path, metavar="FILE",
-                   help="send these frames instead of the ones picked from the policy")
+                   help="send these frames instead of the ones picked from the policy "
+                        "(`-`: standard input)")
     p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="text: a table; json: one object on stdout")
-    p.add_argument("--plot", type=Path, metavar="OUT.png", help="write a bar chart (PNG)")
+                   help="text: a table; json: one object on stdout (docs/json.md)")
+    p.add_argument("--plot", type=Path, metavar="OUT.png",
+                   help="write bar charts (PNG); the directory must exist")
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seed for picking frames (default 0)")
 
@@ -44,49 +49,63 @@ def _list(spec: str, known: tuple[str, ...], what: str) -> tuple[list[str], bool
 
 def _bench(args: argparse.Namespace) -> int:
     from pfc.bench import measure as bench
-    from pfc.bench import report as bench_report
 
     targets, explicit = _list(args.targets, bench.TARGETS, "target")
     baselines, _ = _list(args.baselines, bench.BASELINES, "baseline")
     if args.duration <= 0 or (args.packets is not None and args.packets < 1) \
             or args.repeat < 1:
         raise UsageError("--duration, --packets and --repeat must be positive")
+    if args.plot:
+        check_output_dir(args.plot, "--plot")
     compiled = load(args.file)
     if not compiled.ok:
         print_diagnostics(compiled.diagnostics, compiled.sources)
         return 1
+    why = bench.missing_privileges()
+    if why:
+        raise UsageError(why)
     frames = _pcap(args.pcap) if args.pcap else None
     req = bench.Request(args.file, compiled, targets, baselines, args.duration,
                         args.packets, args.repeat, args.seed, frames)
     try:
-        why = bench.missing_privileges()
-        if why:
-            raise bench.BenchError(why)
         notes = bench.compile_targets(req, explicit)
-        result = _run_with_progress(req, args.format == "json")
+        result = _measure(req, args.format == "json")
     except bench.BenchError as exc:
-        print(f"pfc bench: {exc}", file=sys.stderr)
+        print(f"pfc bench: {shown(str(exc))}", file=sys.stderr)
         return 1
+    result["notes"] = notes
     if args.format == "json":
-        print(bench_report.to_json(dict(result, notes=notes)))
+        print_json(result)
     else:
-        bench_report.print_table(result, notes)
+        print_table(result, notes)
     if args.plot:
-        path = bench_report.plot(result, args.plot)
-        print(f"wrote {path}", file=sys.stderr)
+        _plot(result, args.plot)
     return 0
 
 
-def _pcap(path: Path) -> list[bytes]:
-    from pfc.oracle.pcap import PcapError, read_pcap
+def _measure(req, quiet: bool) -> dict:
+    from pfc.bench import report as bench_report
+
+    started, clock = datetime.now(), time.monotonic()
+    result = _run_with_progress(req, quiet)
+    return bench_report.stamp(result, started, time.monotonic() - clock)
+
+
+def _plot(result: dict, path: Path) -> None:
+    from pfc.bench import report as bench_report
 
     try:
-        frames = read_pcap(path)
-    except (OSError, PcapError) as exc:
-        raise UsageError(f"cannot read `{path}`: {exc}") from exc
-    if not frames:
-        raise UsageError(f"`{path}` holds no frames")
-    return frames
+        bench_report.plot(result, path)
+    except OSError as exc:
+        raise OutputError(f"`{shown(str(path))}`", exc) from exc
+    print(f"wrote {shown(str(path))}", file=sys.stderr)
+
+
+def _pcap(path: Path) -> list[bytes]:
+    capture = read_capture_arg(str(path))
+    if not capture.frames:
+        raise UsageError(f"`{shown(str(path))}` holds no frames")
+    return capture.frames
 
 
 def _run_with_progress(req, quiet: bool) -> dict:
@@ -104,6 +123,58 @@ def _run_with_progress(req, quiet: bool) -> dict:
             progress.update(task, completed=fraction, description=f"bench: {name}")
 
         return bench.run(req, tick)
+
+
+# ------------------------------------------------------------------------- rendering
+
+def renderable(report: dict, width: int):
+    """The table when it fits ``width`` columns without cutting a word (an 80-column
+    terminal does not fit nine columns); otherwise one block per row, label and value,
+    so no number is ever cut or broken."""
+    from rich.console import Console, Group
+    from rich.measure import Measurement
+    from rich.table import Table
+
+    from pfc.bench.report import COLUMNS, table_rows
+
+    title = cell(f"pfc bench {report['file']} ({report['duration']} s of traffic per "
+                 f"row, test runs ×{report['repeat']})")
+    rows = [tuple(cell(c) for c in row) for row in table_rows(report)]
+    table = Table(title=title)
+    for i, col in enumerate(COLUMNS):
+        table.add_column(col, justify="left" if i < 2 else "right", overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    wide = Console(width=10_000)
+    if Measurement.get(wide, wide.options, table).minimum <= width:
+        return table
+    blocks = [title]
+    for row in rows:
+        grid = Table(show_header=False, box=None, padding=(0, 1))
+        grid.add_column(style="dim")
+        grid.add_column(overflow="fold")
+        for label, value in zip(COLUMNS[1:], row[1:], strict=True):
+            if value.plain:
+                grid.add_row(label, value)
+        blocks += [cell(""), cell(row[0].plain, "bold"), grid]
+    return Group(*blocks)
+
+
+def print_table(report: dict, notes: list[str], console=None) -> None:
+    """The table (or blocks), then each row's full status, the frames sent (hex) and
+    the notes; piped, 200 columns wide."""
+    from rich.console import Console
+
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=200)
+    console.print(renderable(report, console.width))
+    lines = [f"  {r['name']}: {r['status']}" for r in report["rows"] if r["status"] != "ok"]
+    lines += [f"  frame ({f['verdict']}): {f['hex']}" for f in report["frames"]]
+    lines += [f"  note: {note}" for note in notes]
+    for line in lines:
+        console.print(cell(line))
 
 
 BENCH = Command("bench", "measure per-packet cost of a policy on every hook, with baselines",

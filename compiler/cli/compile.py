@@ -1,170 +1,248 @@
-"""``pfc check``, ``pfc fmt``, ``pfc compile`` and ``pfc targets``: the front end and the
-backends as commands."""
+"""``pfc compile`` and ``pfc targets``: the backends as commands.
+
+Options a target never reads (``--dev`` for cbpf, ``--table`` for xdp, ``--notrack``
+for nft ...) are a warning on stderr naming the option and why: the output is exactly
+what it would be without them. Options that contradict each other, so that the output
+would not do what they ask (``--dev eth0`` with nft's ``input`` hook, which filters
+every device; ``--notrack`` with iptables' filter table), are usage errors (exit 2).
+"""
 
 from __future__ import annotations
 
 import argparse
-import difflib
-import json
 import sys
 from pathlib import Path
 
 from pfc import api, backends
-from pfc.build import backend, write_artifact
+from pfc.backends.base import Artifact, Backend
+from pfc.build import OptionError, backend, write_artifact
 from pfc.cli.common import Command, UsageError, load, print_diagnostics
-from pfc.frontend.diagnostics import CompileError, Diagnostic, has_errors, to_json
-from pfc.frontend.fmt import format_source
+from pfc.cli.output import STDIO, OutputError, cell, cell_lines, print_json, refuse_terminal, shown
+from pfc.frontend.diagnostics import CompileError, Diagnostic, to_json
 from pfc.frontend.source import SourceFile
 
-# ------------------------------------------------------------------------------ check
+# The compile options each target reads besides --format and --hook. An option given
+# to a target that does not read it is warned about (WHY says why it has no effect).
+# A target missing here reads none of them.
+READS = {"nft": {"dev", "table"}, "iptables": {"dev", "table", "notrack"}}
+WHY = {
+    "dev": {"cbpf": "a socket filter is attached to a socket by the application",
+            "socket": "a socket filter is attached to a socket by the application",
+            "xdp": "the object is attached to a device when it is loaded (pfc load --dev)",
+            "tc": "the object is attached to a device when it is loaded (pfc load --dev)",
+            None: "the output does not depend on a device"},
+    "table": {None: "it names pfc's nftables table or iptables chains"},
+    "notrack": {None: "it adds iptables' CT --notrack (raw table) and nothing else"},
+}
 
-def _check_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", metavar="FILE", help="policy files (.pf)")
-    p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="text: FILE:LINE:COL diagnostics with carets on stderr; "
-                        "json: one JSON object on stdout")
-    p.add_argument("--target", action="append", default=[], metavar="T",
-                   help="also report rules target T cannot express (repeatable)")
-
-
-def _check(args: argparse.Namespace) -> int:
-    all_diags: list[Diagnostic] = []
-    report = []
-    for path in args.files:
-        compiled = load(path)
-        diags = api.check(compiled, targets=args.target)
-        all_diags += diags
-        if args.format == "json":
-            report.append({"file": path, "ok": not has_errors(diags),
-                           "diagnostics": [to_json(d, compiled.sources) for d in diags]})
-        else:
-            print_diagnostics(diags, compiled.sources)
-    if args.format == "json":
-        print(json.dumps({"files": report}, indent=2))
-    return 1 if has_errors(all_diags) else 0
-
-
-CHECK = Command("check", "check policies: syntax, types, shadowed rules (exit 1 on errors)",
-                "Check policy files. Prints every error and warning as FILE:LINE:COL with the\n"
-                "source line and a caret under the offending text. Warnings (e.g. a rule\n"
-                "shadowed by an earlier one) do not change the exit code.",
-                _check_args, _check)
-
-
-# -------------------------------------------------------------------------------- fmt
-
-def _fmt_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", metavar="FILE", help="policy files (.pf)")
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--check", action="store_true",
-                      help="change nothing; print a diff and exit 1 if a file is not "
-                           "formatted")
-    mode.add_argument("--stdout", action="store_true",
-                      help="print the formatted text instead of rewriting the file")
-
-
-def _fmt(args: argparse.Namespace) -> int:
-    status = 0
-    for path in args.files:
-        try:
-            source = SourceFile.read(path)
-        except OSError as exc:
-            raise UsageError(f"cannot read `{path}`: {exc.strerror}") from exc
-        text, diags = format_source(source)
-        if text is None:
-            print_diagnostics(diags, {source.name: source})
-            status = 1
-        elif args.stdout:
-            sys.stdout.write(text)
-        elif args.check:
-            if text != source.text:
-                sys.stdout.writelines(difflib.unified_diff(
-                    source.text.splitlines(True), text.splitlines(True), path, path))
-                status = 1
-        elif text != source.text:
-            Path(path).write_text(text, encoding="utf-8")
-            print(f"formatted {path}", file=sys.stderr)
-    return status
-
-
-FMT = Command("fmt", "format policies canonically (in place; --check only reports)",
-              "Rewrite policy files in canonical form: one statement per line, single\n"
-              "spaces, lists as `{ a, b }`, comments kept and trailing comments aligned.\n"
-              "Idempotent, and the policy means exactly the same after formatting.",
-              _fmt_args, _fmt)
-
-
-# ---------------------------------------------------------------------------- compile
 
 def _compile_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="FILE", help="policy file (.pf)")
+    p.add_argument("file", metavar="FILE", help="policy file (.pf); `-` reads standard input")
     p.add_argument("--target", "-t", required=True, metavar="T",
                    help="target: " + ", ".join(backends.registry()) + " (see `pfc targets`)")
     p.add_argument("-o", "--output", metavar="OUT",
-                   help="write the artifact here; OUT/ (a directory) keeps each file's own "
-                        "name (STEM.TARGET.EXT); without -o the text form goes to stdout")
+                   help="write the artifact here: a file (its companions beside it, "
+                        "named after it; the directory must exist), OUT/ a directory "
+                        "(created if missing; each file under its own name "
+                        "STEM.TARGET.EXT), or `-` for standard output (the main file "
+                        "only). Without -o the text form goes to standard output")
     p.add_argument("--format", "-f", metavar="F", help="output format (per target; see "
                    "`pfc targets`)")
     p.add_argument("--hook", metavar="H", help="attach point (per target; see `pfc targets`)")
-    p.add_argument("--dev", metavar="DEV", help="network device (nft netdev ingress)")
-    p.add_argument("--table", default="pfc", metavar="NAME",
+    p.add_argument("--dev", metavar="DEV",
+                   help="network device: nft netdev ingress, iptables `-i DEV` jump")
+    p.add_argument("--table", metavar="NAME",
                    help="nftables table / iptables chain prefix owned by pfc (default pfc)")
     p.add_argument("--notrack", action="store_true",
-                   help="iptables: also exempt matched traffic from conntrack (NOTRACK)")
+                   help="iptables raw-prerouting: also exempt matched traffic from "
+                        "conntrack (NOTRACK)")
+    p.add_argument("--diagnostics", choices=("text", "json"), default="text",
+                   help="text: diagnostics and notes as lines on stderr; json: one JSON "
+                        "object on stderr instead (docs/json.md); the artifact is "
+                        "unchanged")
 
 
 def _compile(args: argparse.Namespace) -> int:
+    report = _Report(args)
+    try:
+        code = _compile_into(args, report)
+    except (UsageError, OptionError, OutputError) as exc:
+        if not report.json or getattr(exc, "closed", False):
+            raise
+        report.error, code = str(exc), 2
+    report.finish()
+    return code
+
+
+def _compile_into(args: argparse.Namespace, report: _Report) -> int:
+    chosen = backend(args.target)
+    for warning in option_warnings(chosen, args):
+        report.warn(warning)
     compiled = load(args.file)
-    if compiled.diagnostics:
-        print_diagnostics(compiled.diagnostics, compiled.sources)
+    report.diagnose(compiled.diagnostics, compiled.sources)
     if not compiled.ok:
         return 1
     try:
         artifact = api.compile(compiled, args.target, format=args.format, hook=args.hook,
-                               dev=args.dev, table=args.table, notrack=args.notrack)
+                               dev=args.dev, table=args.table or "pfc",
+                               notrack=args.notrack)
     except CompileError as exc:
-        print_diagnostics(exc.diagnostics, compiled.sources)
+        report.diagnose(exc.diagnostics, compiled.sources)
         return 1
-    if args.hook is None and artifact.hook != backend(args.target).hooks[0]:
-        print(f"note: compiled for hook `{artifact.hook}` (`pfc targets` explains the "
-              "hooks; --hook chooses)", file=sys.stderr)
-    if args.output:
-        out = Path(args.output)
-        if args.output.endswith("/"):
-            out.mkdir(parents=True, exist_ok=True)
-        for path in write_artifact(artifact, out):
-            print(f"wrote {path}", file=sys.stderr)
+    report.diagnose([d for d in artifact.diagnostics if d not in compiled.diagnostics],
+                    compiled.sources)
+    if args.hook is None and artifact.hook != chosen.hooks[0]:
+        report.note(f"compiled for hook `{artifact.hook}` (`pfc targets` explains the "
+                    "hooks; --hook chooses)")
+    _write(args, artifact, report)
+    return 0
+
+
+def option_warnings(chosen: Backend, args: argparse.Namespace) -> list[str]:
+    """One line per option ``chosen`` does not read; a UsageError for contradictions."""
+    given = {"dev": args.dev is not None, "table": args.table is not None,
+             "notrack": bool(args.notrack)}
+    reads = READS.get(chosen.name, set())
+    out = []
+    for option, on in given.items():
+        if on and option not in reads:
+            why = WHY[option].get(chosen.name) or WHY[option][None]
+            out.append(f"--{option} is ignored by target `{chosen.name}`: {why}")
+    if chosen.name == "nft" and args.dev is not None and args.hook not in (None, "ingress"):
+        raise UsageError(f"--dev {shown(args.dev)} with --hook {shown(args.hook)}: nft's "
+                         f"`{shown(args.hook)}` hook filters every device, not only "
+                         f"{shown(args.dev)}; use --hook ingress to filter that device "
+                         "only, or leave out --dev")
+    return out
+
+
+def _write(args: argparse.Namespace, artifact: Artifact, report: _Report) -> None:
+    if args.output == STDIO and artifact.text is None:
+        name, *others = artifact.files
+        refuse_terminal(f"format `{artifact.format}`")
+        sys.stdout.flush()
+        sys.stdout.buffer.write(artifact.files[name])
+        if others:
+            report.note(f"-o - writes only {name}; not written: {', '.join(others)} "
+                        "(use -o DIR/ for every file)")
+    elif args.output and args.output != STDIO:
+        for path in _write_files(artifact, args.output):
+            report.wrote(str(path))
     elif artifact.text is None:
-        raise UsageError(f"format `{artifact.format}` is binary: write it with -o FILE")
+        raise UsageError(f"format `{artifact.format}` is binary: write it with -o FILE "
+                         "(or -o - for standard output)")
     else:
         sys.stdout.write(artifact.text)
-    return 0
+
+
+def _write_files(artifact: Artifact, output: str) -> list[Path]:
+    out = Path(output)
+    try:
+        if output.endswith("/"):
+            out.mkdir(parents=True, exist_ok=True)
+        return write_artifact(artifact, out)
+    except OSError as exc:
+        where = exc.filename if exc.filename is not None else output
+        raise OutputError(f"`{shown(str(where))}`", exc) from exc
+
+
+class _Report:
+    """What compile says besides the artifact: lines on stderr as they come, or (with
+    ``--diagnostics json``) one JSON object on stderr at the end."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.json = args.diagnostics == "json"
+        self.file, self.target = args.file, args.target
+        self.diagnostics: list[dict] = []
+        self.warnings: list[str] = []
+        self.notes: list[str] = []
+        self.written: list[str] = []
+        self.error: str | None = None
+
+    def diagnose(self, diags: list[Diagnostic], sources: dict[str, SourceFile]) -> None:
+        if self.json:
+            self.diagnostics += [to_json(d, sources) for d in diags]
+        elif diags:
+            print_diagnostics(diags, sources)
+
+    def warn(self, message: str) -> None:
+        self._line("warning", message, self.warnings)
+
+    def note(self, message: str) -> None:
+        self._line("note", message, self.notes)
+
+    def wrote(self, path: str) -> None:
+        if self.json:
+            self.written.append(path)
+        else:
+            print(f"wrote {shown(path)}", file=sys.stderr)
+
+    def _line(self, kind: str, message: str, into: list[str]) -> None:
+        if self.json:
+            into.append(message)
+        else:
+            print(f"pfc compile: {kind}: {message}", file=sys.stderr)
+
+    def finish(self) -> None:
+        if not self.json:
+            return
+        ok = self.error is None and not any(d["severity"] == "error"
+                                            for d in self.diagnostics)
+        print_json({"ok": ok, "file": self.file, "target": self.target,
+                    "error": self.error, "diagnostics": self.diagnostics,
+                    "warnings": self.warnings, "notes": self.notes,
+                    "wrote": self.written}, file=sys.stderr)
 
 
 COMPILE = Command("compile", "compile a policy for one target",
                   "Compile a policy for one target and print it, or write it with -o.\n"
                   "Rules the target cannot express are errors naming the targets that can;\n"
-                  "nothing is dropped silently. `pfc targets` lists targets, hooks, formats.",
+                  "nothing is dropped silently. `pfc targets` lists targets, hooks, formats.\n"
+                  "An option the target does not read is a warning; options that\n"
+                  "contradict each other (nft --hook input with --dev) are a usage error.",
                   _compile_args, _compile)
 
 
 # ---------------------------------------------------------------------------- targets
 
-def _targets(args: argparse.Namespace) -> int:
-    from rich.console import Console
+def _targets_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text: a table; json: one object on stdout (docs/json.md)")
+
+
+def targets_json() -> dict:
+    return {"targets": [
+        {"name": b.name, "description": b.description, "hooks": list(b.hooks),
+         "formats": list(b.formats), "binary_formats": sorted(b.binary_formats),
+         "supports": sorted(b.supports)} for b in backends.registry().values()]}
+
+
+def targets_table():
+    """The table: hooks, formats and features one per line, every column folding
+    rather than cutting (hook names are typed by users: never an ellipsis)."""
     from rich.table import Table
 
-    table = Table(title="pfc targets")
-    for column in ("target", "hooks", "formats", "supports", "what"):
-        table.add_column(column)
+    table = Table(title="pfc targets (first hook and format: the default)")
+    for column in ("target", "hooks", "formats", "supports"):  # names: never broken
+        table.add_column(column, no_wrap=True, overflow="fold")
+    table.add_column("what", overflow="fold")
     for b in backends.registry().values():
-        table.add_row(b.name, ", ".join(b.hooks), ", ".join(b.formats),
-                      ", ".join(sorted(b.supports)), b.description)
-    Console().print(table)
+        table.add_row(cell(b.name), cell_lines(b.hooks), cell_lines(b.formats),
+                      cell_lines(sorted(b.supports)), cell(b.description))
+    return table
+
+
+def _targets(args: argparse.Namespace) -> int:
+    if args.format == "json":
+        print_json(targets_json())
+        return 0
+    from rich.console import Console
+
+    Console().print(targets_table())
     return 0
 
 
 TARGETS = Command("targets", "list targets with their hooks, formats and features",
                   "List every compilation target: its hooks (first is the default), its\n"
                   "output formats (first is the default) and the features it supports.",
-                  lambda p: None, _targets)
+                  _targets_args, _targets)

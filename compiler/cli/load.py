@@ -157,7 +157,7 @@ def _status_args(p: argparse.ArgumentParser) -> None:
 
 
 def status_json(entries: list[loading.Status]) -> dict:
-    return {"loaded": [_entry_json(s) for s in entries]}
+    return {"version": 1, "loaded": [_entry_json(s) for s in entries]}
 
 
 def _entry_json(s: loading.Status) -> dict:

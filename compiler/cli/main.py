@@ -1,23 +1,30 @@
 """``pfc``: the command line. A thin layer over the pipeline, the backends and the oracle.
 
-Exit codes: 0 success; 1 the policy has errors (or ``fmt --check`` found changes, or a
-verification disagreed); 2 bad usage (unknown target, unreadable file, bad option).
+Exit codes (``EXIT_CODES``, also in ``pfc --help``): 0 success; 1 the policy has errors
+(or ``fmt --check`` found changes, or a verification disagreed); 2 bad usage or
+environment (unknown target, unreadable input, bad option, an output that cannot be
+written); 70 an internal error (a pfc bug: one line, the traceback with ``--debug``);
+130 interrupted. A reader that goes away (``pfc ... | head``) ends the command quietly
+with 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import json
 import sys
+import traceback
 from importlib import metadata
 
 from pfc.build import OptionError
+from pfc.cli import output
 from pfc.cli.bench import BENCH
-from pfc.cli.common import Command, UsageError
-from pfc.cli.compile import CHECK, COMPILE, FMT, TARGETS
+from pfc.cli.check import CHECK, FMT
+from pfc.cli.common import CONTEXT, Command, UsageError
+from pfc.cli.compile import COMPILE, TARGETS
 from pfc.cli.load import LOAD, STATUS, UNLOAD
 from pfc.cli.lsp import LSP
+from pfc.cli.output import OutputError, shown
 from pfc.cli.run import FRAMES, RUN
 from pfc.cli.verify import VERIFY
 
@@ -39,14 +46,30 @@ A policy is a file of rules, one per line, tried top to bottom:
     redirect udp dst 192.168.64.2 dport 8080 to 10.0.1.2:8083
 """
 
-EPILOG = """\
+# Commands whose --format json is a report on stdout (compile's --format is the artifact's).
+REPORTS = frozenset(("check", "run", "verify", "bench", "status", "targets"))
+EX_SOFTWARE = 70  # sysexits.h: an internal software error
+EXIT_CODES = """\
+exit codes:
+  0    ok (also when the reader of the output goes away: `pfc ... | head`)
+  1    the policy has errors, a target disagrees (verify), fmt --check found changes
+  2    bad usage or environment: an unknown option or target, an unreadable input,
+       an output that cannot be written, missing privileges
+  70   internal error: a pfc bug (run with --debug for the traceback)
+  130  interrupted (Ctrl-C)
+"""
+
+EPILOG = f"""\
 examples:
   pfc check examples/*.pf                 check every example
   pfc compile edge.pf --target cbpf --format asm
   pfc compile edge.pf --target xdp -o edge.o
   pfc frames edge.pf -n 1000 -o frames.pcap && pfc run edge.pf frames.pcap
+  cat edge.pf | pfc check -               `-` is standard input (or output for -o)
 
-`pfc COMMAND --help` explains each command. Docs: README.md and docs/ in the source tree.
+{EXIT_CODES}
+`pfc COMMAND --help` explains each command. Docs: README.md and docs/ in the source tree;
+--format json output: docs/json.md.
 """
 
 
@@ -56,15 +79,21 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     and summaries for ``pfc --help``."""
     wanted = _command_word(argv)
     parser = argparse.ArgumentParser(
-        prog="pfc", description=DESCRIPTION, epilog=EPILOG,
+        prog="pfc", description=DESCRIPTION, epilog=EPILOG, allow_abbrev=False,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"pfc {_version()}")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an internal error, print the Python traceback")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
+        # Options are exact: `--pcap` is never silently `--pcap-out` (allow_abbrev).
         p = sub.add_parser(command.name, help=command.summary, description=command.doc,
+                           epilog=EXIT_CODES, allow_abbrev=False,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         if wanted in (None, command.name):
             command.arguments(p)
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="on an internal error, print the Python traceback")
         p.set_defaults(handler=command.handler)
     return parser
 
@@ -90,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     exit are frozen out of the collector: interpreter shutdown would otherwise walk them
     again and again (1.2 s after a 100k-entry compile)."""
     if argv is None:
+        output.tolerant_encoding()
         try:
             return _main(sys.argv[1:])
         finally:
@@ -99,22 +129,69 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
     args = build_parser(argv).parse_args(argv)
+    CONTEXT.reset()
+    if args.command == "lsp":  # JSON-RPC on stdio: the server owns both streams
+        return _boundary(args, lambda: args.handler(args))
+    with output.guarded_stdout():
+        return _boundary(args, lambda: _guarded(args))
+
+
+def _guarded(args: argparse.Namespace) -> int:
+    code = args.handler(args)
+    sys.stdout.flush()  # a full disk shows here, inside the boundary
+    return code
+
+
+def _boundary(args: argparse.Namespace, run) -> int:
+    """The one place exceptions become exit codes (see EXIT_CODES)."""
     try:
-        return args.handler(args)
+        return run()
     except (UsageError, OptionError) as exc:
         _fail(args, str(exc))
+        return 2
+    except OutputError as exc:
+        if exc.closed:  # `pfc ... | head`: the reader has what it wanted
+            output.silence_stdout()
+            return 0
+        _fail(args, str(exc), stdout_ok=False)
         return 2
     except KeyboardInterrupt:
         print("pfc: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 (the boundary: any bug ends here)
+        _internal_error(args, exc)
+        return EX_SOFTWARE
 
 
-def _fail(args: argparse.Namespace, message: str) -> None:
-    if getattr(args, "format", None) == "json" and args.command in ("check", "run"):
-        print(json.dumps({"error": message}))
-    else:
-        print(f"pfc {args.command}: error: {message}", file=sys.stderr)
+def _internal_error(args: argparse.Namespace, exc: Exception) -> None:
+    if args.debug:
+        traceback.print_exception(exc, file=sys.stderr)
+    what = " ".join(shown(f"{type(exc).__name__}: {exc}").split())
+    if len(what) > 300:
+        what = what[:300] + "..."
+    where = f" ({shown(CONTEXT.file)})" if CONTEXT.file else ""
+    message = f"{what}{where}"
+    if not args.debug:
+        message += "; run with --debug for the traceback"
+    _fail(args, message, label="internal error")
 
+
+def _fail(args: argparse.Namespace, message: str, stdout_ok: bool = True,
+          label: str = "error") -> None:
+    """One line on stderr. With ``--format json`` also ``{"version": 1, "error": ...}``
+    on stdout, so a CI job reading the JSON sees why there is no report; with
+    ``compile --diagnostics json`` that object on stderr instead of the line."""
+    message = shown(message)  # user text inside (a hook name, a path) stays inert
+    text = message if label == "error" else f"{label}: {message}"
+    if getattr(args, "diagnostics", None) == "json":
+        output.print_json({"ok": False, "error": text}, file=sys.stderr)
+        return
+    print(f"pfc {args.command}: {label}: {message}", file=sys.stderr)
+    if stdout_ok and args.command in REPORTS and getattr(args, "format", None) == "json":
+        try:
+            output.print_json({"error": text})
+        except OutputError:
+            pass
 
 if __name__ == "__main__":
     sys.exit(main())

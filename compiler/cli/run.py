@@ -1,82 +1,155 @@
-"""``pfc run`` (the reference interpreter over a pcap) and ``pfc frames`` (test frames)."""
+"""``pfc run`` (the reference interpreter over a pcap) and ``pfc frames`` (test frames).
+
+``-`` is standard input for ``run``'s policy or capture (not both) and standard output
+for ``frames -o``.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 
 from pfc import api
-from pfc.cli.common import Command, UsageError, load, print_diagnostics
+from pfc.cli.common import Command, UsageError, load, print_diagnostics, read_capture_arg
+from pfc.cli.output import STDIO, OutputError, cell, open_output, print_json, shown
 from pfc.frontend import ir
+from pfc.oracle import packets
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="FILE", help="policy file (.pf)")
-    p.add_argument("pcap", metavar="PCAP", help="Ethernet pcap file (e.g. from tcpdump -w)")
+    p.add_argument("file", metavar="FILE", help="policy file (.pf); `-`: standard input")
+    p.add_argument("pcap", metavar="PCAP",
+                   help="capture (pcap or pcapng: Ethernet, Linux cooked from tcpdump -i "
+                        "any, or raw IP); `-`: standard input")
     p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="text: one line per packet, then a summary table; json: one object")
+                   help="text: one line per packet, then a summary table; json: one "
+                        "object (docs/json.md)")
     p.add_argument("--summary", action="store_true", help="print only the summary")
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pfc.oracle.pcap import PcapError, read_pcap
-
     compiled = load(args.file)
     if not compiled.ok:
         print_diagnostics(compiled.diagnostics, compiled.sources)
         return 1
     policy = compiled.policy
-    try:
-        frames = read_pcap(args.pcap)
-    except (OSError, PcapError) as exc:
-        raise UsageError(str(exc)) from exc
-    outcomes, counters = api.run(policy, frames)
+    capture = read_capture_arg(args.pcap)
+    outcomes, counters = api.run(policy, capture.frames)
     texts = {r.index: compiled.rule_text(r) for r in policy.rules}
     if args.format == "json":
-        print(json.dumps(_json_report(policy, outcomes, counters), indent=2))
-    else:
-        if not args.summary:
-            _print_packets(policy, frames, outcomes, texts)
-        _print_summary(policy, outcomes, counters, texts)
+        print_json(_json_report(policy, capture, outcomes, counters))
+        return 0
+    if not args.summary:
+        _print_packets(policy, capture, outcomes, texts)
+    _print_summary(policy, outcomes, counters, texts)
+    _print_capture_notes(capture)
     return 0
 
 
-def _print_packets(policy, frames, outcomes, texts) -> None:
+# ----------------------------------------------------------------- describing a frame
+
+def describe(frame: bytes) -> str:
+    """One frame in a few words, read by the oracle's frame reader (semantics.md
+    "Reading a frame"): ``10.0.0.1:5353 → 192.168.0.79:12345 udp``; ports only when the
+    transport header is readable (first fragment, a header the kernel accepts)."""
+    view = packets.read_frame(frame)
+    if view.l3 is None:
+        return f"runt ({len(frame)} bytes)" if len(frame) < 14 else "truncated VLAN tag"
+    if view.version is None:
+        return f"ethertype 0x{view.ethertype:04x}" + (" (ARP)" if view.ethertype == 0x0806
+                                                       else "")
+    src, dst = packets.ip_field(view, "src"), packets.ip_field(view, "dst")
+    if src is None or dst is None:
+        return f"IPv{view.version}, header cut short"
+    icmp = packets.ICMP if view.version == 4 else packets.ICMP6
+    name = {packets.TCP: "tcp", packets.UDP: "udp", icmp: "icmp" if view.version == 4
+            else "icmp6"}.get(view.l4proto, f"proto {view.l4proto}")
+    return _flow(view, src, dst, name)
+
+
+def _flow(view, src, dst, name: str) -> str:
+    proto = view.l4proto
+    sport = packets.transport_field(view, "sport", proto) if proto in (6, 17) else None
+    dport = packets.transport_field(view, "dport", proto) if proto in (6, 17) else None
+    if sport is not None and dport is not None:
+        return f"{_addr(src, sport)} → {_addr(dst, dport)} {name}"
+    line = f"{src} → {dst} {name}"
+    icmp = packets.transport_field(view, "icmp-type", proto) if name.startswith("icmp") \
+        else None
+    if icmp is not None:
+        return f"{line} type {icmp}"
+    if view.l4 is None and not name.startswith("proto"):
+        return f"{line} (no transport header: a later fragment or a bad IP header)"
+    return line
+
+
+def _addr(address, port: int) -> str:
+    return f"[{address}]:{port}" if address.version == 6 else f"{address}:{port}"
+
+
+# ------------------------------------------------------------------------------- text
+
+def _print_packets(policy, capture, outcomes, texts) -> None:
     lines = {r.index: r.line for r in policy.rules}
-    for n, (frame, out) in enumerate(zip(frames, outcomes, strict=True), 1):
+    for n, (frame, out) in enumerate(zip(capture.frames, outcomes, strict=True), 1):
         if out.rule is None:
             why = f"default {policy.default.value}"
         else:
-            why = f"line {lines[out.rule]}: {texts[out.rule]}"
+            why = f"line {lines[out.rule]}: {shown(texts[out.rule])}"
         extra = " (rewritten)" if out.frame != frame else ""
-        print(f"{n:>6}  {len(frame):>5}B  {out.verdict.value:<4}  {why}{extra}")
+        sent = " (outgoing)" if n - 1 in capture.outgoing else ""
+        print(f"{n:>6}  {len(frame):>5}B  {out.verdict.value:<4}  {describe(frame)}{sent}"
+              f"  {why}{extra}")
 
 
-def _print_summary(policy, outcomes, counters, texts) -> None:
-    from rich.console import Console
+def summary_table(policy, outcomes, counters, texts):
     from rich.table import Table
 
     decided = Counter(o.rule for o in outcomes)
     table = Table(title=f"{len(outcomes)} packets")
     for col, justify in (("line", "right"), ("rule", "left"), ("decided", "right"),
                          ("counted pkts", "right"), ("counted bytes", "right")):
-        table.add_column(col, justify=justify)
+        table.add_column(col, justify=justify, overflow="fold")
     for rule in policy.rules:
         pkts, nbytes = counters.get(rule.index, (None, None))
-        table.add_row(str(rule.line), texts[rule.index],
+        table.add_row(str(rule.line), cell(texts[rule.index]),
                       "-" if not rule.terminal else str(decided[rule.index]),
                       "-" if pkts is None else str(pkts), "-" if nbytes is None else str(nbytes))
     table.add_row("", f"default {policy.default.value}", str(decided[None]), "-", "-")
-    Console(width=max(100, Console().width)).print(table)
+    return table
 
 
-def _json_report(policy, outcomes, counters) -> dict:
+def _print_summary(policy, outcomes, counters, texts) -> None:
+    from rich.console import Console
+
+    Console().print(summary_table(policy, outcomes, counters, texts))
+
+
+def _print_capture_notes(capture) -> None:
+    from pfc.oracle.pcap import linktype_name
+
+    if capture.rebuilt:
+        kinds = ", ".join(sorted(linktype_name(t) for t in capture.linktypes))
+        print(f"note: the capture's link type is {kinds}: each packet was judged behind "
+              "an Ethernet header pfc built (README.md, `Reading captures`)", file=sys.stderr)
+    if capture.outgoing:
+        print(f"note: {len(capture.outgoing)} packets were sent by the capturing host "
+              "(marked outgoing); they were judged as if received", file=sys.stderr)
+
+
+# ------------------------------------------------------------------------------- JSON
+
+def _json_report(policy, capture, outcomes, counters) -> dict:
+    from pfc.oracle.pcap import linktype_name
+
     decided = Counter(o.rule for o in outcomes)
     rules = {r.index: r for r in policy.rules}
     return {
-        "packets": [_packet_json(rules, n, o) for n, o in enumerate(outcomes, 1)],
+        "linktypes": sorted(linktype_name(t) for t in capture.linktypes),
+        "packets": [_packet_json(rules, n, frame, o, n - 1 in capture.outgoing)
+                    for n, (frame, o) in enumerate(zip(capture.frames, outcomes,
+                                                       strict=True), 1)],
         "rules": [{"index": r.index, "line": r.line, "action": r.action.name,
                    "decided": decided[r.index] if r.terminal else None,
                    "counter": list(counters[r.index]) if r.index in counters else None}
@@ -85,18 +158,23 @@ def _json_report(policy, outcomes, counters) -> dict:
     }
 
 
-def _packet_json(rules: dict[int, ir.Rule], n: int, outcome) -> dict:
+def _packet_json(rules: dict[int, ir.Rule], n: int, frame: bytes, outcome,
+                 outgoing: bool) -> dict:
     rule = rules.get(outcome.rule) if outcome.rule is not None else None
     redirected = rule is not None and isinstance(rule.action, ir.Redirect)
-    return {"n": n, "verdict": outcome.verdict.value, "rule": outcome.rule,
+    return {"n": n, "length": len(frame), "summary": describe(frame),
+            "outgoing": outgoing, "verdict": outcome.verdict.value, "rule": outcome.rule,
             "line": rule.line if rule else None, "counted": list(outcome.counted),
             "rewritten": outcome.frame.hex() if redirected else None}
 
 
 RUN = Command("run", "run the reference interpreter over a pcap",
-              "Judge every packet of a pcap with the reference interpreter (the oracle all\n"
-              "targets are checked against): per packet the verdict and the rule that\n"
-              "decided it (with its line), then a summary per rule with counters.",
+              "Judge every packet of a capture with the reference interpreter (the oracle\n"
+              "all targets are checked against): per packet its addresses, protocol and\n"
+              "ports, the verdict and the rule that decided it (with its line), then a\n"
+              "summary per rule with counters. Reads pcap and pcapng of Ethernet, Linux\n"
+              "cooked (`tcpdump -i any`) and raw IP captures; a cooked or raw IP packet is\n"
+              "judged behind an Ethernet header pfc builds (README.md, `Reading captures`).",
               _run_args, _run)
 
 
@@ -105,24 +183,32 @@ RUN = Command("run", "run the reference interpreter over a pcap",
 def _frames_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="policy file (.pf) whose constants to use")
     p.add_argument("-n", type=int, default=1000, help="number of frames (default 1000)")
-    p.add_argument("-o", "--output", required=True, metavar="PCAP", help="pcap to write")
+    p.add_argument("-o", "--output", required=True, metavar="PCAP",
+                   help="pcap to write (the directory must exist); `-`: standard output")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--well-formed", action="store_true",
                    help="only well-formed frames (no truncation, bad headers, tags)")
 
 
 def _frames(args: argparse.Namespace) -> int:
-    from pfc.oracle.pcap import write_pcap
+    from pfc.oracle.pcap import PcapError, write_pcap
 
+    if args.n < 1:
+        raise UsageError("-n must be at least 1")
     compiled = load(args.file)
     if not compiled.ok:
         print_diagnostics(compiled.diagnostics, compiled.sources)
         return 1
-    if args.n < 1:
-        raise UsageError("-n must be at least 1")
     frames = api.frames(compiled, args.n, seed=args.seed, malformed=not args.well_formed)
-    write_pcap(args.output, frames)
-    print(f"wrote {len(frames)} frames to {args.output}", file=sys.stderr)
+    with open_output(args.output) as stream:
+        try:
+            write_pcap(stream, frames)
+        except PcapError as exc:
+            if isinstance(exc.__cause__, OSError):
+                raise OutputError(f"`{shown(args.output)}`", exc.__cause__) from exc
+            raise UsageError(str(exc)) from exc
+    where = "standard output" if args.output == STDIO else shown(args.output)
+    print(f"wrote {len(frames)} frames to {where}", file=sys.stderr)
     return 0
 
 

@@ -3,28 +3,37 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
+from rich.markup import escape
+
 from pfc import api, backends
-from pfc.cli.common import Command, UsageError, load, print_diagnostics
+from pfc.cli.common import Command, UsageError, load, print_diagnostics, read_capture_arg
+from pfc.cli.output import cell, print_json, shown
 
 
 def _args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", metavar="FILE", help="policy files (.pf)")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="policy files (.pf); `-` reads one from standard input")
     p.add_argument("--targets", default="all", metavar="LIST",
                    help="comma-separated targets, TARGET:HOOK for another hook "
                         "(e.g. xdp,nft:input), or `all` (default). Named targets must "
                         "express every rule; with `all`, rules a target cannot express "
                         "are reported, not failed")
-    p.add_argument("--frames", type=int, default=2000, metavar="N",
-                   help="generated frames per policy (default 2000)")
+    p.add_argument("--pcap", metavar="FILE",
+                   help="run every target on the frames of this capture (pcap or "
+                        "pcapng; Ethernet, Linux cooked or raw IP; `-`: standard input), "
+                        "then on --frames generated frames if given")
+    p.add_argument("--frames", type=int, metavar="N",
+                   help="generated frames per policy (default 2000; with --pcap, none "
+                        "unless given)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
     p.add_argument("--pcap-out", type=Path, metavar="DIR",
-                   help="where to write the minimal failing pcap (default: ./pfc-verify)")
+                   help="directory for the minimal failing pcap, created if missing "
+                        "(default: ./pfc-verify)")
     p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="text: a table; json: one object for CI systems")
+                   help="text: a table; json: one object for CI systems (docs/json.md)")
 
 
 def _targets(spec: str) -> tuple[list[str], bool]:
@@ -34,14 +43,27 @@ def _targets(spec: str) -> tuple[list[str], bool]:
     chosen = [t.strip() for t in spec.split(",") if t.strip()]
     for t in chosen:
         if t.split(":")[0] not in known:
-            raise UsageError(f"unknown target `{t}`; known targets: {', '.join(known)}")
+            raise UsageError(f"unknown target `{shown(t)}`; known targets: "
+                             f"{', '.join(known)}")
     return chosen, True
+
+
+def _frames(args: argparse.Namespace) -> tuple[list[bytes], int]:
+    """The user's frames (--pcap) and how many to generate."""
+    if args.frames is not None and args.frames < 1:
+        raise UsageError("--frames must be at least 1")
+    if args.pcap is None:
+        return [], 2000 if args.frames is None else args.frames
+    capture = read_capture_arg(args.pcap)
+    if not capture.frames and not args.frames:
+        raise UsageError(f"`{shown(args.pcap)}` holds no frames (--frames N adds "
+                         "generated ones)")
+    return capture.frames, args.frames or 0
 
 
 def _verify(args: argparse.Namespace) -> int:
     targets, explicit = _targets(args.targets)
-    if args.frames < 1:
-        raise UsageError("--frames must be at least 1")
+    user, generated = _frames(args)
     report, failed = [], False
     for path in args.files:
         compiled = load(path)
@@ -50,76 +72,88 @@ def _verify(args: argparse.Namespace) -> int:
             failed = True
             continue
         results = _run_with_progress(compiled, targets if explicit else None, args,
-                                     len(targets))
+                                     user, generated)
         failed |= any(r.failed for r in results)
-        report.append((path, results))
+        report.append((compiled.source.name, results))
     if args.format == "json":
-        print(json.dumps({"ok": not failed, "files": [
-            {"file": p, "targets": [r.to_json() for r in rs]} for p, rs in report]}, indent=2))
+        print_json({"ok": not failed, "files": [
+            {"file": p, "pcap": args.pcap, "pcap_frames": len(user),
+             "generated_frames": generated, "targets": [r.to_json() for r in rs]}
+            for p, rs in report]})
     else:
+        from rich.console import Console
+
+        console = Console()
         for path, results in report:
-            _print_table(path, results)
+            console.print(verify_table(path, results))
+            _print_details(results)
     return 1 if failed else 0
 
 
 def _run_with_progress(compiled, targets: list[str] | None, args: argparse.Namespace,
-                       total: int):
+                       user: list[bytes], generated: int):
+    from rich.console import Console
     from rich.progress import Progress
 
     def verify(tick=None):
-        return api.verify(compiled, targets, frames=args.frames, seed=args.seed,
-                          pcap_dir=args.pcap_out, progress=tick)
+        return api.verify(compiled, targets, frames=generated, seed=args.seed,
+                          pcap_dir=args.pcap_out, progress=tick, pcap=user)
 
     if args.format == "json" or not sys.stderr.isatty():
         return verify()
-    path = compiled.source.name
-    with Progress(transient=True) as progress:
-        task = progress.add_task(f"verify {path}", total=total)
+    path = shown(compiled.source.name)
+    total = len(targets) if targets else len(backends.registry()) - 1
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(escape(f"verify {path}"), total=total)
 
         def tick(target: str) -> None:
-            progress.update(task, advance=1, description=f"verify {path}: {target}")
+            progress.update(task, advance=1, description=escape(f"verify {path}: {target}"))
 
         return verify(tick)
 
 
-def _print_table(path: str, results) -> None:
-    from rich.console import Console
+def verify_table(path: str, results):
+    """The table; every column folds rather than cuts (80-column terminals)."""
     from rich.table import Table
 
-    console = Console()
-    table = Table(title=f"pfc verify {path}")
-    for col in ("target", "hook", "frames", "agree", "disagree", "skipped-by-hook", "status"):
-        table.add_column(col, justify="left" if col in ("target", "hook", "status") else "right")
+    table = Table(title=cell(f"pfc verify {path}"), show_edge=False)
+    for col in ("target", "hook", "frames", "agree", "disagree", "skipped\nby hook",
+                "status"):  # 79 columns at most, with raw-prerouting: only status wraps
+        table.add_column(col, overflow="fold", no_wrap=col != "status",
+                         justify="left" if col in ("target", "hook", "status") else "right")
     for r in results:
         rep = r.report
-        table.add_row(r.target, r.hook, *(str(x) for x in (
+        table.add_row(cell(r.target), cell(r.hook), *(str(x) for x in (
             (rep.total, rep.agree, len(rep.mismatches), rep.skipped) if rep else ("-",) * 4)),
-            _status(r))
-    console.print(table)
-    for r in results:
-        _print_details(console, r)
+            status_cell(r))
+    return table
 
 
-def _status(r) -> str:
+def status_cell(r):
     if r.status == "agree" and r.report and not r.report.counters_agree:
-        return "[red]counters differ[/red]"
-    return {"agree": "[green]agree[/green]", "disagree": "[red]DISAGREE[/red]",
-            "error": "[red]not expressible[/red]", "not-expressible": "not expressible",
-            "compiled-only": "[yellow]compiled only[/yellow]"}[r.status]
+        return cell("counters differ", "red")
+    text, style = {"agree": ("agree", "green"), "disagree": ("DISAGREE", "red"),
+                   "error": ("not expressible", "red"),
+                   "not-expressible": ("not expressible", ""),
+                   "compiled-only": ("compiled only", "yellow")}[r.status]
+    return cell(text, style)
 
 
-def _print_details(console, r) -> None:
+def _print_details(results) -> None:
     """Plain lines (never wrapped): they are meant to be copied into a shell."""
-    for line in r.not_expressible:
-        print(f"  {r.target}: not expressible: {line}")
-    if r.status == "compiled-only":
-        print(f"  {r.target}: compiled only, not run: {r.reason}")
-    if r.report is not None and not r.report.ok:
-        print(f"  {r.target}: " + r.report.summary().replace("\n", "\n    "))
-    if r.pcap:
-        print(f"  minimal failing frame: {r.pcap}; replay with:")
-        for cmd in r.replay:
-            print(f"    {cmd}")
+    for r in results:
+        for line, text in r.not_expressible:
+            print(f"  {r.target}: not expressible: line {line}: {shown(text)}")
+        if r.status == "compiled-only":
+            print(f"  {r.target}: compiled only, not run: {shown(r.reason)}")
+        if r.report is not None and not r.report.ok:
+            print(f"  {r.target}: " + r.report.summary().replace("\n", "\n    "))
+        if r.pcap:
+            print(f"  minimal failing frame: {shown(str(r.pcap))}; replay with:")
+            for cmd in r.replay:
+                print(f"    {shown(cmd)}")
+        elif r.status == "disagree" and r.reason:  # the failing frames were not written
+            print(f"  {r.target}: {shown(r.reason)}")
 
 
 VERIFY = Command("verify", "check every target against the reference interpreter, in the kernel",

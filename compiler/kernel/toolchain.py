@@ -10,7 +10,11 @@ Debian keeps ``asm/`` headers (pulled in by ``linux/bpf.h``) under
 
 Objects are cached by a hash of (source, command, clang version) under
 ``$XDG_CACHE_HOME/pfc`` (else ``~/.cache/pfc``): the differential tests compile the
-same program many times. A failing compile is never cached.
+same program many times. A failing compile is never cached. A cache directory that
+cannot be used (``HOME=/root`` for a user who cannot enter /root, a read-only home)
+is never an error: pfc falls back to ``$TMPDIR/pfc-cache-UID`` (created 0700, used only
+when it belongs to the user and nobody else can write it), and without that to no cache
+at all, silently (:func:`cache_dir` says which).
 """
 
 from __future__ import annotations
@@ -86,9 +90,38 @@ def command(stem: str) -> list[str]:
     return [CLANG, *FLAGS, *include_flags(), "-c", f"{stem}.c", "-o", f"{stem}.o"]
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "pfc"
+def cache_dir() -> Path | None:
+    """The cache directory in use (created if missing), or None: no usable cache."""
+    for candidate in _candidates():
+        if _usable(candidate):
+            return candidate
+    return None
+
+
+def _candidates() -> list[Path]:
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = os.path.join(Path.home(), ".cache")
+        except RuntimeError:  # no HOME and no passwd entry
+            base = None
+    tmp = Path(tempfile.gettempdir()) / f"pfc-cache-{os.getuid()}"
+    return ([Path(base) / "pfc"] if base else []) + [tmp]
+
+
+def _usable(path: Path) -> bool:
+    """A directory we can list and write, made if missing; a shared temporary
+    directory only when it is ours and private (0700), never another user's."""
+    try:
+        private = path.name.startswith("pfc-cache-")
+        path.mkdir(mode=0o700, parents=not private, exist_ok=True)
+        if private:
+            st = path.lstat()
+            if st.st_uid != os.getuid() or st.st_mode & 0o077 or not path.is_dir():
+                return False
+        return os.access(path, os.R_OK | os.W_OK | os.X_OK)
+    except OSError:
+        return False
 
 
 def _key(source: str, argv: list[str]) -> str:
@@ -103,10 +136,11 @@ def compile_c(source: str, stem: str = "prog", use_cache: bool = True) -> Compil
     """Compile eBPF C with clang; ToolchainError carries clang's output on failure."""
     argv = command(stem)
     line = shlex.join(argv)
-    key = _key(source, argv)
-    cached = cache_dir() / f"{key}.o"
-    if use_cache and cached.is_file():
-        return Compiled(cached.read_bytes(), line, True)
+    where = cache_dir() if use_cache else None
+    cached = where / f"{_key(source, argv)}.o" if where else None
+    hit = _read_cached(cached) if cached else None
+    if hit is not None:
+        return Compiled(hit, line, True)
     with tempfile.TemporaryDirectory(prefix="pfc-clang-") as tmp:
         Path(tmp, f"{stem}.c").write_text(source)
         proc = subprocess.run(argv, cwd=tmp, capture_output=True, text=True)
@@ -114,15 +148,21 @@ def compile_c(source: str, stem: str = "prog", use_cache: bool = True) -> Compil
             raise ToolchainError(f"clang exited with status {proc.returncode}",
                                  proc.stderr, line)
         obj = Path(tmp, f"{stem}.o").read_bytes()
-    if use_cache:
+    if cached:
         _store(cached, obj)
     return Compiled(obj, line, False)
+
+
+def _read_cached(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:  # missing, or unreadable: a miss either way
+        return None
 
 
 def _store(path: Path, data: bytes) -> None:
     """Atomic write (rename), so concurrent test processes never read half a file."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -1,10 +1,13 @@
 """``pfc verify``: every compiled form of a policy against the reference interpreter.
 
 For each requested target: compile (a rule the target cannot express is reported as
-"not expressible", not as a failure, unless the target was asked for by name), generate
-frames from the policy's constants, run the target in the kernel on the frames its hook
-can see (``equiv.compare``), and on a disagreement let hypothesis find and shrink a
-minimal failing frame, written to a pcap with the commands that replay it.
+"not expressible", not as a failure, unless the target was asked for by name), take the
+user's frames (``Request.user_frames``, from ``--pcap``) followed by ``Request.frames``
+frames generated from the policy's constants, run the target in the kernel on the
+frames its hook can see (``equiv.compare``), and on a disagreement let hypothesis find
+and shrink a minimal failing frame (the first failing frame when it finds none: with
+the user's frames, often one of theirs), written to a pcap with the commands that
+replay it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from pfc.frontend.pipeline import Compiled
 from pfc.kernel.netns import missing_privileges
 from pfc.kernel.observation import KernelUnavailable
 from pfc.oracle import gen
-from pfc.oracle.pcap import write_pcap
+from pfc.oracle.pcap import PcapError, write_pcap
 from pfc.verifier.equiv import Report, compare
 
 # Options a kernel run needs (the lab's device is called `dut`).
@@ -38,7 +41,7 @@ class TargetResult:
     hook: str = ""
     status: str = "agree"  # agree | disagree | not-expressible | compiled-only | error
     report: Report | None = None
-    not_expressible: list[str] = field(default_factory=list)
+    not_expressible: list[tuple[int, str]] = field(default_factory=list)  # (line, rule)
     reason: str = ""  # compiled-only / error: why
     pcap: Path | None = None
     replay: list[str] = field(default_factory=list)
@@ -54,7 +57,9 @@ class TargetResult:
                 "disagree": len(r.mismatches) if r else 0,
                 "skipped_by_hook": r.skipped if r else 0,
                 "counters_agree": r.counters_agree if r else None,
-                "not_expressible": self.not_expressible, "reason": self.reason or None,
+                "not_expressible": [{"line": line, "rule": text}
+                                    for line, text in self.not_expressible],
+                "reason": self.reason or None,
                 "pcap": str(self.pcap) if self.pcap else None, "replay": self.replay}
 
 
@@ -64,14 +69,18 @@ class Request:
     path: str
     targets: list[str]  # TARGET or TARGET:HOOK
     explicit: bool  # targets named by the user: not expressible is a failure
-    frames: int = 2000
+    frames: int = 2000  # generated frames, after user_frames
     seed: int = 0
     pcap_dir: Path | None = None
     shrink_examples: int = 400
+    user_frames: list[bytes] = field(default_factory=list)  # Ethernet frames, first
 
 
 def verify(req: Request, tick: Callable[[str], None] = lambda _: None) -> list[TargetResult]:
-    frames = gen.sample(req.compiled.require(), req.frames, seed=req.seed)
+    policy = req.compiled.require()
+    frames = list(req.user_frames)
+    if req.frames > 0:
+        frames += gen.sample(policy, req.frames, seed=req.seed)
     lacking = missing_privileges()
     results = []
     for target in req.targets:
@@ -86,7 +95,7 @@ def _verify_target(req: Request, spec: str, frames: list[bytes],
     backend = backends.get(target)
     artifact, diags = build_artifact(req.compiled, target, hook=hook or None, **RUN_OPTIONS)
     if artifact is None:
-        return _not_expressible(req, target, diags)
+        return _not_expressible(req, target, hook, diags)
     result = TargetResult(target, artifact.hook)
     if backend.run is None:
         return TargetResult(target, artifact.hook, "compiled-only",
@@ -103,14 +112,13 @@ def _verify_target(req: Request, spec: str, frames: list[bytes],
     return result
 
 
-def _not_expressible(req: Request, target: str, diags: list[Diagnostic]) -> TargetResult:
+def _not_expressible(req: Request, target: str, hook: str,
+                     diags: list[Diagnostic]) -> TargetResult:
     src = req.compiled.source
-    lines = []
-    for d in diags:
-        line = src.position(d.span.start)[0]
-        lines.append(f"{' '.join(src.text[d.span.start:d.span.end].split())} ({line})")
+    lines = [(src.position(d.span.start)[0], " ".join(src.text[d.span.start:d.span.end]
+                                                       .split())) for d in diags]
     status = "error" if req.explicit else "not-expressible"
-    return TargetResult(target, status=status, not_expressible=lines,
+    return TargetResult(target, hook, status=status, not_expressible=lines,
                         reason="; ".join(d.message for d in diags))
 
 
@@ -119,12 +127,17 @@ def _record_failure(req: Request, result: TargetResult, backend: Backend, artifa
     frame = shrink(req, backend, artifact) or failing[0]
     if req.pcap_dir is None:
         return
-    req.pcap_dir.mkdir(parents=True, exist_ok=True)
-    stem = Path(req.path).stem
-    result.pcap = req.pcap_dir / f"{stem}-{result.target}-fail.pcap"
-    write_pcap(result.pcap, [frame])
-    if len(failing) > 1:
-        write_pcap(req.pcap_dir / f"{stem}-{result.target}-all-failures.pcap", failing)
+    stem = Path(req.path).stem if not req.path.startswith("<") else "policy"
+    pcap = req.pcap_dir / f"{stem}-{result.target}-fail.pcap"
+    try:
+        req.pcap_dir.mkdir(parents=True, exist_ok=True)
+        write_pcap(pcap, [frame])
+        if len(failing) > 1:
+            write_pcap(req.pcap_dir / f"{stem}-{result.target}-all-failures.pcap", failing)
+    except (OSError, PcapError) as exc:  # the verdict stands; say why there is no file
+        result.reason = f"could not write the failing frames to {req.pcap_dir}: {exc}"
+        return
+    result.pcap = pcap
     result.replay = replay_commands(req.path, result.target, artifact.hook, result.pcap)
 
 

@@ -50,10 +50,18 @@ def test_scapy_written_files_read(tmp_path: Path) -> None:
     assert read_pcap(tmp_path / "s.pcapng") == [frame]
 
 
-def test_other_link_type_is_refused(tmp_path: Path) -> None:
+def test_raw_ip_captures_are_read_behind_an_ethernet_header(tmp_path: Path) -> None:
     path = tmp_path / "raw-ip.pcap"
-    wrpcap(str(path), [IP() / UDP()])  # LINKTYPE_RAW
-    with pytest.raises(PcapError, match=f"{path}.*not Ethernet"):
+    packet = IP(src="10.0.0.1", dst="10.0.0.2") / UDP(sport=5353, dport=53)
+    wrpcap(str(path), [packet])  # LINKTYPE_RAW
+    [frame] = read_pcap(path)
+    assert frame == bytes(12) + b"\x08\x00" + bytes(packet)
+
+
+def test_other_link_type_is_refused_with_a_hint(tmp_path: Path) -> None:
+    path = tmp_path / "wifi.pcap"
+    path.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 105))
+    with pytest.raises(PcapError, match=f"{path}.*link type 105.*tcpdump -i DEV"):
         read_pcap(path)
 
 

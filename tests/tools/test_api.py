@@ -103,6 +103,19 @@ def test_dir_lists_the_api():
 def test_verify_in_the_kernel(tmp_path):
     results = pfc.verify(EDGE, ["xdp", "nft"], frames=300, pcap_dir=tmp_path)
     assert [(r.target, r.status) for r in results] == [("xdp", "agree"), ("nft", "agree")]
+    frames = pfc.frames(EDGE, 7, seed=3)
+    [mine] = pfc.verify(EDGE, ["tc"], frames=0, pcap=frames)
+    assert mine.status == "agree" and mine.report.total == 7
+    pcap = tmp_path / "mine.pcap"
+    from pfc.oracle.pcap import write_pcap
+    write_pcap(pcap, frames)
+    [both] = pfc.verify(EDGE, ["tc"], frames=5, pcap=pcap)
+    assert both.report.total == 12
+
+
+def test_verify_needs_frames():
+    with pytest.raises(ValueError, match="needs frames"):
+        pfc.verify(EDGE, ["xdp"], frames=0)
 
 
 @pytest.fixture

@@ -4,6 +4,8 @@ usage errors. Short runs (a fixed number of frames); no timing assertions."""
 from __future__ import annotations
 
 import json
+import os
+import re
 
 import pytest
 
@@ -24,6 +26,14 @@ def _bench(capsys, *args: str) -> tuple[int, dict | None, str]:
     code = main(["bench", *args])
     out, err = capsys.readouterr()
     return code, (json.loads(out) if out.startswith("{") else None), err
+
+
+def _keys(value) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in _keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in _keys(v)}
+    return set()
 
 
 def _dropped_as_expected(name: str, row: dict) -> None:
@@ -48,6 +58,12 @@ def test_bench_json_xdp_nft_none(capsys, tmp_path):
                                "--format", "json", "--plot", str(png), *RUN)
     assert code == 0, err
     assert {"file", "frames", "rows", "duration", "repeat"} <= set(report)
+    assert next(iter(report)) == "version" and report["version"] == 1
+    assert report["kernel"] == os.uname().release and report["elapsed_s"] > 0
+    assert report["started"][:4].isdigit() and "T" in report["started"]
+    docs = (ROOT / "docs" / "json.md").read_text()
+    for key in _keys(report):  # every field is documented (docs/json.md)
+        assert re.search(rf"[`.]{re.escape(key)}`", docs), key
     assert [f["verdict"] for f in report["frames"]] == ["drop", "pass"]
     rows = {r["name"]: r for r in report["rows"]}
     assert set(rows) == {"none", "xdp", "nft"}
@@ -85,6 +101,14 @@ def test_bench_naive_baselines_drop_what_the_policy_drops(capsys):
 def test_bad_target_is_a_usage_error(capsys):
     assert main(["bench", EDGE, "--targets", "xdp,bogus"]) == 2
     assert "unknown target `bogus`" in capsys.readouterr().err
+
+
+def test_without_privileges_bench_is_an_environment_error(capsys, monkeypatch):
+    """Exit 2 like every environment refusal (it was 1, the policy-error code)."""
+    monkeypatch.setattr("pfc.bench.measure.missing_privileges",
+                        lambda: "needs CAP_BPF (loading eBPF programs): run it as root")
+    assert main(["bench", EDGE]) == 2
+    assert "pfc bench: error: needs CAP_BPF" in capsys.readouterr().err
 
 
 def test_bad_baseline_is_a_usage_error(capsys):

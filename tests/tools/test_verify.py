@@ -104,7 +104,7 @@ def test_not_expressible_is_reported_not_failed_unless_asked(capsys, monkeypatch
     socket = next(r for r in report["files"][0]["targets"] if r["target"] == "socket")
     assert socket["status"] == "not-expressible"
     assert socket["not_expressible"] == [
-        "redirect udp dst 192.168.64.2 dport 8080 to 10.0.1.2:8083 (4)"]
+        {"line": 4, "rule": "redirect udp dst 192.168.64.2 dport 8080 to 10.0.1.2:8083"}]
     assert code == 0
     code, report = _verify_json(capsys, redirect, "--targets", "socket", "--frames", "50")
     assert code == 1 and report["files"][0]["targets"][0]["status"] == "error"
