@@ -12,12 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
 
+import pfc.api
 from pfc import backends
 from pfc.backends.base import FEATURES, Artifact, Backend, Options
 from pfc.frontend import ir
 from pfc.frontend.fmt import format_source
 from pfc.frontend.parse import KEYWORDS
-from pfc.frontend.pipeline import compile_text
+from pfc.frontend.pipeline import compile_source, compile_text
 from pfc.frontend.source import SourceFile
 from pfc.lsp.analysis import (
     analyse,
@@ -248,11 +249,33 @@ def test_target_comment_wins_and_unknown_targets_are_warned() -> None:
     assert target_config(module, ()).origin == "none"
 
 
-def test_capability_errors_for_configured_targets_even_with_other_errors() -> None:
-    text = "redirect udp dport 80 to 10.0.0.2:8080\ndrop src $nope\n"
-    analysis = analyse(SourceFile("/tmp/c.pf", text), settings=("socket",))
-    codes = sorted(d.code for d in analysis.diagnostics)
-    assert codes == ["unknown-name", "unsupported"]
+def test_capability_errors_only_once_the_front_end_is_clean() -> None:
+    """As `pfc check --target T`: a syntax or type error hides the targets' limits."""
+    redirect = "# pfc: targets iptables\nredirect udp dport 80 to 10.0.0.2:8080\n"
+    clean = analyse(SourceFile("/tmp/c.pf", redirect))
+    assert [d.code for d in clean.diagnostics] == ["unsupported"]
+    for broken in ("drop udp dprot 53\n", "drop src $nope\n"):
+        analysis = analyse(SourceFile("/tmp/c.pf", redirect + broken))
+        assert [d.code for d in analysis.diagnostics] == [
+            "syntax" if "dprot" in broken else "unknown-name"]
+
+
+def _cli_view(diags) -> list[tuple]:
+    return sorted((d.severity.value, d.code, d.span.start, d.span.end, d.message, d.hint)
+                  for d in diags if d.code != "unknown-target")
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
+@pytest.mark.parametrize("damage", ["", "drop udp dprot 53\n", "drop src $nope\n",
+                                    "count udp\nredirect tcp to 10.0.0.9\n"])
+def test_lsp_diagnostics_are_what_pfc_check_says(example, damage: str) -> None:
+    """The editor's diagnostics for every target are `pfc check --target T`'s
+    (pfc.api.check, which the command prints), with the file intact or damaged."""
+    text = example.read_text() + damage
+    for target in TARGETS:
+        source = SourceFile(str(example), f"# pfc: targets {target}\n" + text)
+        expected = pfc.api.check(compile_source(source), targets=[target])
+        assert _cli_view(analyse(source).diagnostics) == _cli_view(expected), target
 
 
 def test_set_file_errors_land_on_the_set_declaration(tmp_path) -> None:
