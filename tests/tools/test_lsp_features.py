@@ -4,7 +4,6 @@ target configuration, names, semantic tokens."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -17,7 +16,6 @@ from pfc import backends
 from pfc.backends.base import FEATURES, Artifact, Backend, Options
 from pfc.frontend import ir
 from pfc.frontend.fmt import format_source
-from pfc.frontend.parse import KEYWORDS
 from pfc.frontend.pipeline import compile_source, compile_text
 from pfc.frontend.source import SourceFile
 from pfc.lsp.analysis import (
@@ -33,7 +31,7 @@ from pfc.lsp.forms import form, forms
 from pfc.lsp.hover import field_doc, hover, support_line
 from pfc.lsp.reading import reading
 from pfc.lsp.text import UTF8, UTF32, LineIndex, lex
-from pfc.lsp.tokens import TOKEN_TYPES, decode, encode
+from pfc.lsp.tokens import decode, encode
 from tests.paths import EXAMPLES
 from tests.strategies import policies
 
@@ -345,88 +343,6 @@ def test_semantic_tokens_types_and_utf16_columns() -> None:
     assert line3[-1] == (34, 6, "comment")  # "# 😀 x"
     declaration = decode(encode("define web = 1\n"))[1]
     assert declaration[3:] == ("variable", 1)
-
-
-# ------------------------------------------------------------------ editors/
-
-from tests.paths import EDITORS  # noqa: E402
-
-
-def tm_scopes(line: str) -> list[tuple[str, str]]:
-    """A small TextMate engine (top-level patterns, one line): (text, scope) pairs.
-    Earliest match wins, the first pattern on a tie, as in VS Code."""
-    grammar = json.loads((EDITORS / "vscode/syntaxes/pfc.tmLanguage.json").read_text())
-    rules = [grammar["repository"][p["include"][1:]] for p in grammar["patterns"]]
-    out, pos = [], 0
-    while pos < len(line):
-        found = [(m.start(), i, r, m) for i, r in enumerate(rules)
-                 if (m := re.compile(r.get("match") or r["begin"]).search(line, pos))]
-        if not found:
-            break
-        _, _, rule, m = min(found, key=lambda f: (f[0], f[1]))
-        if "begin" in rule:
-            stop = _region_end(rule, line, m.end())
-            out.append((line[m.start():stop], rule["name"]))
-        elif "captures" in rule:
-            out += [(m.group(int(k)), c["name"]) for k, c in rule["captures"].items()]
-            stop = m.end()
-        else:
-            out.append((m.group(), rule["name"]))
-            stop = m.end()
-        pos = max(stop, pos + 1)
-    return out
-
-
-def _region_end(rule: dict, line: str, pos: int) -> int:
-    """Where a begin/end region ends: inner patterns (escapes) consume text first when
-    they match before the end pattern does."""
-    while True:
-        end = re.compile(rule["end"]).search(line, pos)
-        inner = [m for p in rule.get("patterns", ()) if (m := re.compile(p["match"]).search(
-            line, pos))]
-        first = min(inner, key=lambda m: m.start(), default=None)
-        if end is None:
-            return len(line)
-        if first is None or end.start() <= first.start():
-            return end.end()
-        pos = first.end()
-
-
-def test_textmate_grammar_colours_a_rule() -> None:
-    line = 'drop tcp dst $lan dport 80-90 !flags syn,!rst payload[1] == "X\\"" # note'
-    assert tm_scopes(line) == [
-        ("drop", "keyword.control.action.pfc"), ("tcp", "support.type.protocol.pfc"),
-        ("dst", "support.function.field.pfc"), ("$lan", "variable.other.pfc"),
-        ("dport", "support.function.field.pfc"), ("80", "constant.numeric.pfc"),
-        ("-", "keyword.operator.pfc"), ("90", "constant.numeric.pfc"),
-        ("!", "keyword.operator.pfc"), ("flags", "support.function.field.pfc"),
-        ("syn", "constant.language.flag.pfc"), ("!", "keyword.operator.pfc"),
-        ("rst", "constant.language.flag.pfc"), ("payload", "support.function.field.pfc"),
-        ("1", "constant.numeric.pfc"), ("==", "keyword.operator.pfc"),
-        ('"X\\""', "string.quoted.double.pfc"), ("# note", "comment.line.number-sign.pfc")]
-    assert tm_scopes("define web = { 80 }")[:2] == [
-        ("define", "keyword.other.declaration.pfc"), ("web", "variable.other.definition.pfc")]
-    assert tm_scopes("redirect udp to [2001:db8::1]:53 icmp-type x")[3] == (
-        "2001:db8::1", "constant.numeric.address.pfc")
-
-
-def test_textmate_grammar_knows_every_keyword_and_name() -> None:
-    for word in (*KEYWORDS, *ir.TCP_FLAGS, *ir.ICMP_TYPES, *ir.ICMP6_TYPES):
-        scopes = tm_scopes(f"x {word} x")
-        assert (word, ) == tuple(t for t, _ in scopes if t == word), (word, scopes)
-
-
-def test_vscode_extension_declares_the_servers_token_types() -> None:
-    package = json.loads((EDITORS / "vscode/package.json").read_text())
-    contributes = package["contributes"]
-    assert contributes["languages"][0]["extensions"] == [".pf"]
-    assert (EDITORS / "vscode" / contributes["grammars"][0]["path"]).is_file()
-    standard = {t.value for t in types.SemanticTokenTypes}
-    custom = {t["id"] for t in contributes["semanticTokenTypes"]}
-    assert custom == set(TOKEN_TYPES) - standard
-    config = json.loads((EDITORS / "vscode/language-configuration.json").read_text())
-    assert config["comments"]["lineComment"] == "#"
-    assert "pfc.targets" in contributes["configuration"]["properties"]
 
 
 # ------------------------------------------------------------------ robustness

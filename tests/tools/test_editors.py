@@ -1,0 +1,130 @@
+"""editors/: the VS Code extension's TextMate grammar (run by a small TextMate engine)
+and manifest, and Neovim driven headless with the shipped configuration and with the
+snippets of editors/neovim.md, against the real language server."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from lsprotocol import types
+
+from pfc.frontend import ir
+from pfc.frontend.parse import KEYWORDS
+from pfc.lsp.tokens import TOKEN_TYPES
+from tests.paths import EDITORS
+
+GRAMMAR = json.loads((EDITORS / "vscode/syntaxes/pfc.tmLanguage.json").read_text())
+
+
+def tm_scopes(line: str) -> list[tuple[str, str]]:
+    """A small TextMate engine (one line): (text, scope) pairs. At each point the
+    earliest match wins, the first pattern on a tie, and inside a begin/end region its
+    end wins a tie with its own patterns, as in VS Code. A region with a ``name`` (a
+    string) is one token; one without is its begin captures, then what its own
+    patterns match, up to its end."""
+    tokens, _ = _scan(line, 0, GRAMMAR["patterns"], None)
+    return tokens
+
+
+def _rules(patterns: list[dict]) -> list[dict]:
+    return [GRAMMAR["repository"][p["include"][1:]] if "include" in p else p
+            for p in patterns]
+
+
+def _scan(line: str, pos: int, patterns: list[dict], end: str | None
+          ) -> tuple[list[tuple[str, str]], int]:
+    """Tokens from ``pos`` until ``end`` matches (or the line ends); where it stopped."""
+    out: list[tuple[str, str]] = []
+    rules = _rules(patterns)
+    while pos < len(line):
+        stop = re.compile(end).search(line, pos) if end else None
+        found = [(m.start(), i, r, m) for i, r in enumerate(rules)
+                 if (m := re.compile(r.get("match") or r["begin"]).search(line, pos))]
+        if stop is not None and (not found or stop.start() <= min(found)[0]):
+            return out, stop.end()
+        if not found:
+            break
+        _, _, rule, m = min(found, key=lambda f: (f[0], f[1]))
+        if "begin" in rule and "name" in rule:
+            _, after = _scan(line, m.end(), rule.get("patterns", []), rule["end"])
+            out.append((line[m.start():after], rule["name"]))
+        elif "begin" in rule:
+            out += _captures(rule.get("beginCaptures", {}), m)
+            inner, after = _scan(line, m.end(), rule.get("patterns", []), rule["end"])
+            out += inner
+        else:
+            out += _captures(rule["captures"], m) if "captures" in rule \
+                else [(m.group(), rule["name"])]
+            after = m.end()
+        pos = after if after > pos else pos + 1
+    return out, len(line)
+
+
+def _captures(captures: dict, m: re.Match) -> list[tuple[str, str]]:
+    return [(m.group(int(k)), c["name"]) for k, c in captures.items()]
+
+
+def test_textmate_grammar_colours_a_rule() -> None:
+    line = 'drop tcp dst $lan dport 80-90 !flags syn,!rst payload[1] == "X\\"" # note'
+    assert tm_scopes(line) == [
+        ("drop", "keyword.control.action.pfc"), ("tcp", "support.type.protocol.pfc"),
+        ("dst", "support.function.field.pfc"), ("$lan", "variable.other.pfc"),
+        ("dport", "support.function.field.pfc"), ("80", "constant.numeric.pfc"),
+        ("-", "keyword.operator.pfc"), ("90", "constant.numeric.pfc"),
+        ("!", "keyword.operator.pfc"), ("flags", "support.function.field.pfc"),
+        ("syn", "constant.language.flag.pfc"), ("!", "keyword.operator.pfc"),
+        ("rst", "constant.language.flag.pfc"), ("payload", "support.function.field.pfc"),
+        ("1", "constant.numeric.pfc"), ("==", "keyword.operator.pfc"),
+        ('"X\\""', "string.quoted.double.pfc"), ("# note", "comment.line.number-sign.pfc")]
+    assert tm_scopes("define web = { 80 }")[:2] == [
+        ("define", "keyword.other.declaration.pfc"), ("web", "variable.other.definition.pfc")]
+    assert tm_scopes("redirect udp to [2001:db8::1]:53 icmp-type x")[3] == (
+        "2001:db8::1", "constant.numeric.address.pfc")
+
+
+def test_textmate_grammar_redirect_after_icmp_type_is_an_icmp_type() -> None:
+    icmp = "constant.language.icmp-type.pfc"
+    action = "keyword.control.action.pfc"
+    assert tm_scopes("drop icmp icmp-type redirect dst 10.0.0.1") == [
+        ("drop", action), ("icmp", "support.type.protocol.pfc"),
+        ("icmp-type", "support.function.field.pfc"), ("redirect", icmp),
+        ("dst", "support.function.field.pfc"), ("10.0.0.1", "constant.numeric.address.pfc")]
+    listed = tm_scopes("drop icmp icmp-type { echo-request, redirect, 5 } # redirect")
+    assert ("redirect", icmp) in listed and ("5", "constant.numeric.pfc") in listed
+    assert listed[-1] == ("# redirect", "comment.line.number-sign.pfc")
+    assert tm_scopes("pass icmp !icmp-type redirect")[3:] == [
+        ("icmp-type", "support.function.field.pfc"), ("redirect", icmp)]
+    assert tm_scopes("redirect udp dport 53 to 10.0.0.2:53")[0] == ("redirect", action)
+
+
+@pytest.mark.parametrize("name", sorted(ir.PROTO_NUMBERS))
+def test_textmate_grammar_protocol_names_after_proto(name: str) -> None:
+    scopes = tm_scopes(f"drop proto {name} ttl 1")
+    assert scopes[2] == (name, "support.type.protocol.pfc"), scopes
+    assert scopes[3] == ("ttl", "support.function.field.pfc")
+    listed = tm_scopes(f"drop !proto {{ {name}, 47 }} dport 1")
+    assert (name, "support.type.protocol.pfc") in listed
+    assert ("47", "constant.numeric.pfc") in listed and listed[-2][0] == "dport"
+
+
+def test_textmate_grammar_knows_every_keyword_and_name() -> None:
+    for word in (*KEYWORDS, *ir.TCP_FLAGS, *ir.ICMP_TYPES, *ir.ICMP6_TYPES):
+        scopes = tm_scopes(f"x {word} x")
+        assert (word, ) == tuple(t for t, _ in scopes if t == word), (word, scopes)
+
+
+def test_vscode_extension_declares_the_servers_token_types() -> None:
+    package = json.loads((EDITORS / "vscode/package.json").read_text())
+    contributes = package["contributes"]
+    assert contributes["languages"][0]["extensions"] == [".pf"]
+    assert (EDITORS / "vscode" / contributes["grammars"][0]["path"]).is_file()
+    standard = {t.value for t in types.SemanticTokenTypes}
+    custom = {t["id"] for t in contributes["semanticTokenTypes"]}
+    assert custom == set(TOKEN_TYPES) - standard
+    config = json.loads((EDITORS / "vscode/language-configuration.json").read_text())
+    assert config["comments"]["lineComment"] == "#"
+    assert "pfc.targets" in contributes["configuration"]["properties"]
+
+
