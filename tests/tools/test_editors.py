@@ -5,7 +5,12 @@ snippets of editors/neovim.md, against the real language server."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from lsprotocol import types
@@ -128,3 +133,106 @@ def test_vscode_extension_declares_the_servers_token_types() -> None:
     assert "pfc.targets" in contributes["configuration"]["properties"]
 
 
+
+
+# ------------------------------------------------------------------ Neovim, headless
+
+NVIM = shutil.which("nvim")
+PROBE = Path(__file__).with_name("nvim_probe.lua")
+SHIPPED_INIT = EDITORS / "neovim" / "init.lua"
+# A syntax error (line 3) and a rule the comment's target cannot express (line 4): as
+# `pfc check --target iptables`, only the syntax error is reported.
+BROKEN = ("# pfc: targets iptables\n"
+          "define dut = 192.168.0.79\n"
+          "drop udp dst $dut dprot 53\n"
+          "redirect udp dport 80 to 10.0.0.2:8080\n")
+
+
+def nvim_version() -> tuple[int, int]:
+    assert NVIM, "no nvim on PATH: scripts/setup installs Debian's neovim"
+    first = subprocess.run([NVIM, "--version"], capture_output=True, text=True,
+                           check=True, timeout=60).stdout.split("\n")[0]
+    major, minor = re.match(r"NVIM v(\d+)\.(\d+)", first).groups()
+    return int(major), int(minor)
+
+
+def apis() -> list[str]:
+    """The server-starting APIs of editors/neovim/lua/pfc.lua this Neovim has."""
+    version = nvim_version()
+    return ["start_client"] + (["start"] if version >= (0, 10) else []) \
+        + (["config"] if version >= (0, 11) else [])
+
+
+def run_nvim(tmp_path: Path, init: Path, text: str, before: str = "") -> dict:
+    """Open ``text`` as policy.pf in ``nvim --headless -u init`` (``before`` as --cmd),
+    with an empty HOME and pfc's venv first on PATH; what nvim_probe.lua saw."""
+    home = tmp_path / "home"
+    (tmp_path / "policy.pf").write_text(text)
+    out = tmp_path / "probe.json"
+    out.unlink(missing_ok=True)
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / "config"),
+           "XDG_DATA_HOME": str(home / "data"), "XDG_STATE_HOME": str(home / "state"),
+           "XDG_CACHE_HOME": str(home / "cache"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "PFC_PROBE_OUT": str(out), "PFC_PROBE_TIMEOUT": "90000",
+           "PFC_HOVER_LINE": "2", "PFC_HOVER_CHAR": "10",  # on `dst`
+           "PFC_COMPLETE_LINE": "2", "PFC_COMPLETE_CHAR": "9"}  # after `drop udp `
+    command = [NVIM, "--headless", *(["--cmd", before] if before else []), "-u", str(init),
+               "-i", "NONE", "-n", "policy.pf", "-c", f"luafile {PROBE}"]
+    run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert out.exists(), (run.returncode, run.stdout[-2000:], run.stderr[-2000:])
+    return json.loads(out.read_text())
+
+
+def assert_broken_file_seen(seen: dict, label: str) -> None:
+    assert seen["filetype"] == "pfc" and seen["commentstring"] == "# %s", (label, seen)
+    assert seen["attached"] and seen["got_diagnostics"], (label, seen)
+    (diag,) = seen["diagnostics"]
+    assert (diag["lnum"], diag["col"], diag["source"]) == (2, 18, "pfc"), (label, diag)
+    assert "hint: did you mean `dport`?" in diag["message"], (label, diag)
+    assert "destination address" in seen["hover"], (label, seen["hover"])
+    assert "dport" in seen["completion"] and "flags" not in seen["completion"], label
+
+
+def test_neovim_with_the_shipped_configuration(tmp_path: Path) -> None:
+    """editors/neovim/init.lua + lua/pfc.lua, once per API this Neovim has."""
+    for api in apis():
+        seen = run_nvim(tmp_path, SHIPPED_INIT, BROKEN, f"let g:pfc_api = '{api}'")
+        assert_broken_file_seen(seen, api)
+        if api == "start_client" and nvim_version() < (0, 10):
+            assert seen["omnifunc"] == "v:lua.vim.lsp.omnifunc"
+
+
+def test_neovim_targets_setting_reaches_the_server(tmp_path: Path) -> None:
+    seen = run_nvim(tmp_path, SHIPPED_INIT, "redirect udp dport 80 to 10.0.0.2:8080\n",
+                    "lua vim.g.pfc_targets = { 'iptables' }")
+    (diag,) = seen["diagnostics"]
+    assert "`iptables`" in diag["message"] and diag["lnum"] == 0, diag
+
+
+def neovim_md_snippets() -> dict[str, str]:
+    """The first ```lua block of each `## ` section of editors/neovim.md, by heading."""
+    text = (EDITORS / "neovim.md").read_text()
+    out = {}
+    for section in re.split(r"^## ", text, flags=re.M)[1:]:
+        heading, _, body = section.partition("\n")
+        block = re.search(r"```lua\n(.*?)```", body, flags=re.S)
+        if block:
+            out[heading.strip()] = block.group(1)
+    return out
+
+
+def test_neovim_md_snippets_work(tmp_path: Path) -> None:
+    """editors/neovim.md's file type snippet plus each version's section this Neovim
+    can run (0.7's runs on every version), as the whole init.lua."""
+    snippets = neovim_md_snippets()
+    sections = {"Neovim 0.7 to 0.9 (Debian 12)": (0, 7), "Neovim 0.10": (0, 10),
+                "Neovim 0.11 and later": (0, 11)}
+    assert set(sections) | {"File type (every version)", "Colours"} == set(snippets)
+    for heading, needs in sections.items():
+        if nvim_version() < needs:
+            continue
+        init = tmp_path / "init.lua"
+        init.write_text(snippets["File type (every version)"] + snippets[heading])
+        assert_broken_file_seen(run_nvim(tmp_path, init, BROKEN), heading)
