@@ -4,6 +4,7 @@ snippets of editors/neovim.md, against the real language server."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -133,6 +134,29 @@ def test_vscode_extension_declares_the_servers_token_types() -> None:
     assert "pfc.targets" in contributes["configuration"]["properties"]
 
 
+
+
+def test_vscode_extension_is_packageable() -> None:
+    """MIT LICENSE at the root (and in the extension, which `vsce` wants), a lock file
+    for the manifest's dependencies (no node_modules in the tree), and a .vscodeignore
+    that keeps every file the manifest names."""
+    vscode = EDITORS / "vscode"
+    package = json.loads((vscode / "package.json").read_text())
+    license_text = (EDITORS.parent / "LICENSE").read_text()
+    assert package["license"] == "MIT" and license_text.startswith("MIT License")
+    assert (vscode / "LICENSE").read_text() == license_text
+    lock = json.loads((vscode / "package-lock.json").read_text())
+    assert lock["packages"][""]["dependencies"] == package["dependencies"]
+    assert not (vscode / "node_modules").exists() or "node_modules/" in (
+        vscode / ".gitignore").read_text().split()
+    ignored = [line for line in (vscode / ".vscodeignore").read_text().splitlines()
+               if line and not line.startswith("#")]
+    contributes = package["contributes"]
+    needed = [package["main"], *(g["path"] for g in contributes["grammars"]),
+              *(lang["configuration"] for lang in contributes["languages"])]
+    for path in (p.removeprefix("./") for p in needed):
+        assert (vscode / path).is_file(), path
+        assert not [g for g in ignored if fnmatch.fnmatch(path, g)], path
 
 
 # ------------------------------------------------------------------ Neovim, headless
