@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from lsprotocol import types
 
 from pfc.frontend import ir
 from pfc.frontend.parse import KEYWORDS
+from pfc.lsp.server import targets_setting
 from pfc.lsp.tokens import TOKEN_TYPES
 from tests.paths import EDITORS
 
@@ -157,6 +159,17 @@ def test_vscode_extension_is_packageable() -> None:
     for path in (p.removeprefix("./") for p in needed):
         assert (vscode / path).is_file(), path
         assert not [g for g in ignored if fnmatch.fnmatch(path, g)], path
+
+
+def test_helix_snippet_is_valid_and_configures_the_server() -> None:
+    block = re.search(r"```toml\n(.*?)```", (EDITORS / "helix.md").read_text(), re.S)
+    config = tomllib.loads(block.group(1))
+    (language,) = config["language"]
+    assert language["name"] == "pfc" and language["file-types"] == ["pf"]
+    assert language["comment-token"] == "#" and language["language-servers"] == ["pfc"]
+    server = config["language-server"]["pfc"]
+    assert [server["command"], *server["args"]] == ["pfc", "lsp"]
+    assert targets_setting(server["config"]) == ("xdp", "nft")
 
 
 # ------------------------------------------------------------------ Neovim, headless
