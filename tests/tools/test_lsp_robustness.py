@@ -4,7 +4,9 @@ that raise, and malformed JSON-RPC on stdin (new-user trial 7j; fuzz-and-faults 
 
 from __future__ import annotations
 
+import inspect
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from pfc.lsp import guard
 from tests.tools.lsp_session import change, doc, open_doc, pos, published, recording_client
 
 # The fuzzer's front-end crash reproducers (fuzz-and-faults.md §7), as an editor that
@@ -184,3 +187,36 @@ def test_malformed_json_rpc_is_answered_with_one_line_logs(tmp_path: Path) -> No
     lines = stderr.splitlines()
     assert lines and all(line.startswith("pfc lsp: ") for line in lines), stderr
     assert run.returncode == 0
+
+
+# ------------------------------------------------------------------ the guard itself
+
+def test_one_line_log_records() -> None:
+    try:
+        int("9" * 5000)
+    except ValueError:
+        record = logging.LogRecord("pfc.lsp", logging.ERROR, __file__, 1,
+                                   "checking %s failed\nsecond line", ("a\x1b[31m.pf",),
+                                   sys.exc_info())
+    line = guard.OneLine().format(record)
+    assert line.startswith("pfc lsp: error: checking a\\x1b[31m.pf failed: ValueError: ")
+    assert "\n" not in line and "Traceback" not in line and len(line) <= guard.LINE_LIMIT
+
+
+@pytest.mark.asyncio
+async def test_guarded_handlers_log_and_answer_empty(caplog) -> None:
+    @guard.guarded(list)
+    def plain(ls, params):
+        raise KeyError(params)
+
+    @guard.guarded()
+    async def coroutine(ls, params):
+        raise ValueError(params)
+
+    assert plain(None, 1) == [] and await coroutine(None, 2) is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "plain failed; answered with an empty result",
+        "coroutine failed; answered with an empty result"]
+    assert all(r.exc_info for r in caplog.records)  # the --log file gets the traceback
+    assert inspect.iscoroutinefunction(coroutine)
+    assert list(inspect.signature(plain).parameters) == ["ls", "params"]
