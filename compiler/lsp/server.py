@@ -120,7 +120,8 @@ class PfcServer(LanguageServer):
         except Exception as exc:  # noqa: BLE001 - a position bug must not hide the rest
             log.error("converting diagnostics of %s failed", uri, exc_info=exc)
             diagnostics = lsp_diagnostics(failed(analysis.source, analysis.version,
-                                                 analysis.settings, exc), uri)
+                                                 analysis.settings, exc, analysis.encoding),
+                                          uri)
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
             uri, diagnostics, version=analysis.version))
 
