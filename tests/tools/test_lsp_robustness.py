@@ -72,7 +72,8 @@ async def test_fuzz_reproducers_get_diagnostics_not_errors(client: LanguageClien
 
 
 # A server whose front end raises on any text holding "BOOM" (as an unfixed crash does),
-# whose hover always raises and whose semantic tokens always raise.
+# whose diagnostics cannot be converted for a text holding "RANGE", and whose hover and
+# semantic tokens always raise.
 FAULTY = [sys.executable, "-c", """
 import sys
 import pfc.lsp.analysis as analysis
@@ -88,8 +89,16 @@ def compile_source(source, **kwargs):
 def broken(*args, **kwargs):
     raise KeyError("half-written feature")
 
+real_lsp = server.lsp_diagnostics
+
+def lsp_diagnostics(checked, uri):
+    if "RANGE" in checked.source.text and checked.diagnostics[0].code != "internal":
+        raise IndexError("position out of range")
+    return real_lsp(checked, uri)
+
 analysis.compile_source = compile_source
 server.hover = server.encode = broken
+server.lsp_diagnostics = lsp_diagnostics
 sys.exit(server.main())
 """]
 
@@ -123,6 +132,9 @@ async def test_a_raising_front_end_and_handlers_give_empty_answers(faulty: Langu
         types.DefinitionParams(doc(uri), pos(0, 1))) is None
     change(faulty, uri, 2, "drop udp dport 53\ndrop udp dport 53\n")
     assert [d.code for d in await published(faulty, uri, 2)] == ["shadowed"]
+    change(faulty, uri, 3, "drop udp dport 53\ndrop udp dport 53  # RANGE\n")
+    (diag,) = await published(faulty, uri, 3)
+    assert diag.code == "internal" and "IndexError: position out of range" in diag.message
     assert errors_shown(faulty) == []
 
 
