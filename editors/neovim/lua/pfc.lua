@@ -31,16 +31,19 @@ function M.best_api()
   return "start_client"
 end
 
--- Before 0.10, Neovim maps neither K to hover nor omnifunc to the server.
+-- Keys Neovim does not map to the server itself: `gd` (definition) on every version;
+-- before 0.10 also `K` (hover) and the omnifunc; before 0.11 `gr` (references; 0.11
+-- has `grr`).
 local function on_attach(_, buf)
-  if has("0.10") then
-    return
-  end
-  vim.api.nvim_buf_set_option(buf, "omnifunc", "v:lua.vim.lsp.omnifunc")
   local opts = { buffer = buf, silent = true }
-  vim.keymap.set("n", "K", vim.lsp.buf.hover, opts)
   vim.keymap.set("n", "gd", vim.lsp.buf.definition, opts)
-  vim.keymap.set("n", "gr", vim.lsp.buf.references, opts)
+  if not has("0.11") then
+    vim.keymap.set("n", "gr", vim.lsp.buf.references, opts)
+  end
+  if not has("0.10") then
+    vim.api.nvim_buf_set_option(buf, "omnifunc", "v:lua.vim.lsp.omnifunc")
+    vim.keymap.set("n", "K", vim.lsp.buf.hover, opts)
+  end
 end
 
 local function server(opts, root)
