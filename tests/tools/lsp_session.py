@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest_lsp
 from lsprotocol import types
 from pygls.protocol import default_converter
-from pytest_lsp import LanguageClient
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
 PUBLISH = types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS
@@ -73,3 +74,21 @@ def utf16_end(text: str) -> types.Position:
 async def until(predicate) -> None:
     while not predicate():
         await asyncio.sleep(0.01)
+
+
+def session(name: str, command: list[str], editor: str = "visual-studio-code",
+            options: object = None):
+    """A pytest-lsp fixture called ``name``: the server run by ``command``, initialized
+    as ``editor`` would (its capabilities) with ``options`` as initializationOptions;
+    the server's capabilities are kept on the client."""
+    config = ClientServerConfig(server_command=command, client_factory=recording_client)
+
+    @pytest_lsp.fixture(config=config, name=name)
+    async def started(lsp_client: LanguageClient):
+        result = await lsp_client.initialize_session(types.InitializeParams(
+            capabilities=client_capabilities(editor), initialization_options=options))
+        lsp_client.server_capabilities = result.capabilities
+        yield
+        await lsp_client.shutdown_session()
+
+    return started

@@ -11,9 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-import pytest_lsp
 from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient
 
 from pfc.frontend.fmt import format_source
 from pfc.frontend.pipeline import compile_path
@@ -26,34 +25,16 @@ from tests.tools.lsp_session import (
     open_doc,
     pos,
     published,
-    recording_client,
+    session,
     until,
     utf16_end,
 )
 
 pytestmark = pytest.mark.asyncio
 SERVER = [sys.executable, "-m", "pfc.lsp"]
-CONFIG = ClientServerConfig(server_command=SERVER, client_factory=recording_client)
-
-
-@pytest_lsp.fixture(config=CONFIG)
-async def client(lsp_client: LanguageClient):
-    result = await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code")))
-    lsp_client.server_capabilities = result.capabilities
-    yield
-    await lsp_client.shutdown_session()
-
-
-@pytest_lsp.fixture(config=CONFIG)
-async def targeted(lsp_client: LanguageClient):
-    """A session started with ``initializationOptions: {"pfc": {"targets": [socket]}}``."""
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"),
-        initialization_options={"pfc": {"targets": ["socket"]}}))
-    yield
-    await lsp_client.shutdown_session()
-
+client = session("client", SERVER)
+# A session started with ``initializationOptions: {"pfc": {"targets": ["socket"]}}``.
+targeted = session("targeted", SERVER, options={"pfc": {"targets": ["socket"]}})
 
 # `pfc lsp` as the CLI runs it: the Command's argument parser and handler.
 VIA_COMMAND = [sys.executable, "-c",
@@ -62,16 +43,7 @@ VIA_COMMAND = [sys.executable, "-c",
                "parser = argparse.ArgumentParser()\n"
                "LSP.arguments(parser)\n"
                "sys.exit(LSP.handler(parser.parse_args(['--stdio'])))\n"]
-
-
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=VIA_COMMAND,
-                                              client_factory=recording_client))
-async def via_command(lsp_client: LanguageClient):
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("neovim")))
-    yield
-    await lsp_client.shutdown_session()
-
+via_command = session("via_command", VIA_COMMAND, "neovim")
 
 # The server with every change checked at once however long a check takes (a busy
 # machine makes the small examples "slow", and slow documents are debounced): the typing
@@ -81,15 +53,7 @@ INLINE = [sys.executable, "-c",
           "import pfc.lsp.server as server\n"
           "server.INLINE_LIMIT = server.BIG_TEXT = math.inf\n"
           "sys.exit(server.main())\n"]
-
-
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=INLINE,
-                                              client_factory=recording_client))
-async def typist(lsp_client: LanguageClient):
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code")))
-    yield
-    await lsp_client.shutdown_session()
+typist = session("typist", INLINE)
 
 
 # ------------------------------------------------------------------ diagnostics

@@ -12,12 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import pytest_lsp
 from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient
 
 from pfc.lsp import guard
-from tests.tools.lsp_session import change, doc, open_doc, pos, published, recording_client
+from tests.tools.lsp_session import change, doc, open_doc, pos, published, session
 
 # The fuzzer's front-end crash reproducers (fuzz-and-faults.md §7), as an editor that
 # auto-closes quotes sends them while the user types.
@@ -42,13 +41,7 @@ def errors_shown(client: LanguageClient) -> list[str]:
     return [m.message for m in client.messages if m.type == types.MessageType.Error]
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "pfc.lsp"],
-                                              client_factory=recording_client))
-async def client(lsp_client: LanguageClient):
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("neovim")))
-    yield
-    await lsp_client.shutdown_session()
+client = session("client", [sys.executable, "-m", "pfc.lsp"], "neovim")
 
 
 @pytest.mark.asyncio
@@ -103,13 +96,7 @@ sys.exit(server.main())
 """]
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=FAULTY,
-                                              client_factory=recording_client))
-async def faulty(lsp_client: LanguageClient):
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code")))
-    yield
-    await lsp_client.shutdown_session()
+faulty = session("faulty", FAULTY)
 
 
 @pytest.mark.asyncio
