@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pygls.exceptions import JsonRpcException
+from pygls.exceptions import FeatureRequestError, JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 
@@ -126,9 +126,10 @@ class Protocol(LanguageServerProtocol):
 
 
 def report_server_error(server: LanguageServer, error: Exception, source: type) -> None:
-    """Log an out-of-band error; the editor is not shown "Error in server". A body that
-    is not JSON (or not UTF-8) is not answered: JSON-RPC's Parse error would need
-    ``"id": null``, which pygls leaves out, and Neovim reports an id-less response as an
-    invalid server message; pygls has already logged it ("Unable to handle message")."""
-    if source is not JsonRpcException:
+    """Log an out-of-band error (a notification handler that raised); the editor is not
+    shown "Error in server". Requests pygls has answered with an error and bodies it
+    could not read, pygls has logged itself. A body that is not JSON (or not UTF-8) is
+    not answered: JSON-RPC's Parse error would need ``"id": null``, which pygls leaves
+    out, and Neovim reports an id-less response as an invalid server message."""
+    if source not in (JsonRpcException, FeatureRequestError):
         log.error("%s (%s)", describe(error), source.__name__)
