@@ -164,6 +164,10 @@ def test_malformed_json_rpc_is_answered_with_one_line_logs(tmp_path: Path) -> No
         frame(b'"\\u001b[31mred"'),
         frame(request(2, "textDocument/hover", {"bogus": 1})),
         frame({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {"x": None}}),
+        frame({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {  # not open
+            "textDocument": {"uri": uri + "x", "version": 2},
+            "contentChanges": [{"text": "drop\n"}]}}),
+        frame(request(5, "pfc/nosuch", {})),
         frame(opened),
         frame(request(3, "textDocument/hover", {"textDocument": {"uri": uri},
                                                 "position": {"line": 0, "character": 1}})),
@@ -180,11 +184,13 @@ def test_malformed_json_rpc_is_answered_with_one_line_logs(tmp_path: Path) -> No
     assert "result" in answers[4]
     diags = [m for m in out if m.get("method") == "textDocument/publishDiagnostics"]
     assert diags and diags[-1]["params"]["diagnostics"][0]["code"] == "syntax"
-    assert sorted(answers) == [1, 2, 3, 4] and len(out) == 4 + len(diags)  # nothing else
+    assert answers[5]["error"]["code"] == -32601  # MethodNotFound
+    assert sorted(answers) == [1, 2, 3, 4, 5] and len(out) == 5 + len(diags)  # nothing else
     stderr = run.stderr.decode()
     assert "Traceback" not in stderr and "\x1b" not in stderr
     lines = stderr.splitlines()
     assert lines and all(line.startswith("pfc lsp: ") for line in lines), stderr
+    assert any("KeyError" in line and "FeatureNotificationError" in line for line in lines)
     assert run.returncode == 0
 
 
