@@ -6,7 +6,9 @@ and warnings about the target configuration itself. Nothing here parses or check
 own; the language server's features read an :class:`Analysis`.
 
 Targets come from a ``# pfc: targets xdp,nft`` comment among the comments above the
-first statement (it wins), else from the editor's ``pfc.targets`` setting.
+first statement (it wins), else from the editor's ``pfc.targets`` setting. As with
+``pfc check --target T``, a target's limits are reported only once the front end finds
+no error (a half-typed rule is not yet a rule any target can be asked about).
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ from pfc import backends
 from pfc.backends.base import capability_errors
 from pfc.frontend import ir
 from pfc.frontend.check import ReadSet, check
-from pfc.frontend.diagnostics import Diagnostic, sort_key, warning
+from pfc.frontend.diagnostics import Diagnostic, error, sort_key, warning
 from pfc.frontend.pipeline import Compiled, compile_source
 from pfc.frontend.source import SourceFile, Span
 from pfc.frontend.syntax import Define, Module, RuleNode, SetDecl, Value
+from pfc.lsp.guard import describe
 from pfc.lsp.text import UTF16, LineIndex
 
 _TARGETS_COMMENT = re.compile(r"#\s*pfc:\s*targets?\b")
@@ -47,8 +50,9 @@ class TargetConfig:
 
 @dataclass
 class Analysis:
-    """A checked document version. ``diagnostics`` = the front end's plus capability
-    errors for ``config.targets`` plus configuration warnings, sorted."""
+    """A checked document version. ``diagnostics`` = the front end's plus configuration
+    warnings plus, when the front end found no error, the capability errors of
+    ``config.targets``; sorted."""
 
     source: SourceFile
     version: int | None
@@ -94,12 +98,26 @@ def analyse(source: SourceFile, version: int | None = None, settings: tuple[str,
                         settings=tuple(settings))
     diags = list(compiled.diagnostics) + _config_warnings(config, source)
     registry = backends.registry()
-    for target in config.targets:
-        diags += capability_errors(analysis.policy, registry[target], registry)
+    if compiled.policy is not None:  # as `pfc check --target T`: errors first, then limits
+        for target in config.targets:
+            diags += capability_errors(compiled.policy, registry[target], registry)
     diags.sort(key=sort_key)
     analysis.diagnostics = diags
     analysis.elapsed = time.perf_counter() - started
     return analysis
+
+
+def failed(source: SourceFile, version: int | None, settings: tuple[str, ...],
+           exc: Exception, encoding: str = UTF16) -> Analysis:
+    """The check of a text on which the front end raised (a pfc bug): one ``internal``
+    error at the top of the file, no statements, no rules. The editor shows it instead
+    of "Error in server", and the next text is checked as usual."""
+    diag = error(f"internal error: pfc could not check this text ({describe(exc)}); "
+                 "this is a pfc bug, please report it with the policy",
+                 Span(source.name, 0, 0), code="internal")
+    compiled = Compiled(source, Module(source, (), ()), None, [diag], {source.name: source})
+    return Analysis(source, version, compiled, TargetConfig(), [diag], encoding=encoding,
+                    settings=tuple(settings), _partial=ir.Policy((), source=source.name))
 
 
 # --------------------------------------------------------------------- set files

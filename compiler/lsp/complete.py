@@ -4,7 +4,8 @@ Half-typed lines do not parse, so the context comes from the text of the (logica
 up to the cursor, split by a simple tokenizer (:func:`context`); what is valid in that
 context comes from the field catalogue (``FIELDS[...].protocols``/``families``,
 ``PROTOCOLS``, ``TCP_FLAGS``, ``ICMP_TYPES``, ``ICMP6_TYPES``, ``PROTO_NUMBERS``), and
-``$names`` from the declarations above the cursor.
+``$names`` from the declarations above the cursor. :func:`completion_list` turns the
+items into the LSP answer.
 """
 
 from __future__ import annotations
@@ -12,8 +13,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from lsprotocol import types
+
 from pfc.frontend import ir
+from pfc.lsp.analysis import Analysis, declarations
 from pfc.lsp.hover import ACTIONS, KEYWORDS, PROTOCOL_DOCS
+from pfc.lsp.text import LineIndex
 
 _WORD = re.compile(r'#.*|"(?:\\.|[^"\\])*"?|\$[A-Za-z0-9_-]*|[A-Za-z_][A-Za-z0-9_-]*'
                    r'|[0-9A-Fa-f.:]+(?:/[0-9]*)?|==|\S')
@@ -234,3 +239,41 @@ def _icmp_items(protocol: str | None) -> list[Item]:
                 detail = f"{out[name].detail}, {detail}"
             out[name] = Item(name, "value", detail)
     return list(out.values())
+
+
+# ------------------------------------------------------------------- LSP items
+
+def completion_list(text: str, position: types.Position, encoding: str,
+                    last: Analysis | None) -> types.CompletionList:
+    """LSP items for the cursor, from the current text (names from ``last``, the latest
+    check, declared above the cursor's line)."""
+    index = LineIndex(text, encoding)
+    offset = index.offset(position)
+    ctx = context(text, offset)
+    line_start = index.starts[index.line_of(offset)]
+    names = {} if last is None else {
+        n: last.source.text[d.span.start:d.span.end]
+        for n, d in declarations(last.module).items() if d.span.end <= line_start}
+    edit_range = types.Range(index.position(ctx.start), position)
+    return types.CompletionList(False, [_lsp_item(i, n, edit_range)
+                                        for n, i in enumerate(items(ctx, names))])
+
+
+def no_items() -> types.CompletionList:
+    return types.CompletionList(False, [])
+
+
+_KINDS = {"keyword": types.CompletionItemKind.Keyword,
+          "protocol": types.CompletionItemKind.EnumMember,
+          "field": types.CompletionItemKind.Field,
+          "flag": types.CompletionItemKind.EnumMember,
+          "value": types.CompletionItemKind.Value,
+          "variable": types.CompletionItemKind.Variable}
+
+
+def _lsp_item(item: Item, n: int, edit_range: types.Range) -> types.CompletionItem:
+    doc = types.MarkupContent(types.MarkupKind.Markdown, item.doc) if item.doc else None
+    return types.CompletionItem(item.label, kind=_KINDS[item.kind], detail=item.detail or None,
+                                documentation=doc, sort_text=f"{n:03d}",
+                                filter_text=item.label,
+                                text_edit=types.TextEdit(edit_range, item.label))

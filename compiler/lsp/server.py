@@ -12,6 +12,12 @@ second (lark parsing dominates), so a document whose last check took longer than
 thread; smaller documents are checked at every change and get a publish per version.
 Completion never waits for a check: it reads the line being typed.
 
+Robustness (:mod:`pfc.lsp.guard`): every handler is :func:`~pfc.lsp.guard.guarded` (an
+exception is logged and answered with an empty result), a check that raises publishes
+one ``internal`` diagnostic (:func:`pfc.lsp.analysis.failed`), malformed JSON-RPC is
+answered or ignored with one line on stderr, and the editor is never sent "Error in
+server".
+
 Run with ``pfc lsp`` or ``python -m pfc.lsp``.
 """
 
@@ -30,16 +36,17 @@ from pygls.lsp.server import LanguageServer
 
 from pfc.frontend.fmt import format_source
 from pfc.frontend.source import SourceFile
+from pfc.lsp import guard
 from pfc.lsp.analysis import (
     Analysis,
     analyse,
-    declarations,
     definitions,
+    failed,
     lsp_diagnostics,
     references,
     symbol_at,
 )
-from pfc.lsp.complete import Item, context, items
+from pfc.lsp.complete import completion_list, no_items
 from pfc.lsp.hover import hover
 from pfc.lsp.text import UTF16, LineIndex
 from pfc.lsp.tokens import TOKEN_MODIFIERS, TOKEN_TYPES, encode
@@ -48,12 +55,6 @@ INLINE_LIMIT = 0.15  # seconds: checks faster than this run at every change
 DEBOUNCE = 0.3  # seconds of quiet before a slow document is checked again
 SWITCH_INTERVAL = 0.0005  # seconds (Python's default is 0.005)
 BIG_TEXT = 50_000  # characters: a document this big is assumed slow before its 1st check
-_KINDS = {"keyword": types.CompletionItemKind.Keyword,
-          "protocol": types.CompletionItemKind.EnumMember,
-          "field": types.CompletionItemKind.Field,
-          "flag": types.CompletionItemKind.EnumMember,
-          "value": types.CompletionItemKind.Value,
-          "variable": types.CompletionItemKind.Variable}
 log = logging.getLogger("pfc.lsp")
 
 
@@ -61,7 +62,7 @@ class PfcServer(LanguageServer):
     """Documents' latest checks, pending debounced checks and the target setting."""
 
     def __init__(self) -> None:
-        super().__init__("pfc", _version(),
+        super().__init__("pfc", _version(), protocol_cls=guard.Protocol,
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.settings: tuple[str, ...] = ()
         self.analyses: dict[str, Analysis] = {}
@@ -73,11 +74,19 @@ class PfcServer(LanguageServer):
         enc = self.workspace.position_encoding
         return str(getattr(enc, "value", enc) or UTF16)
 
+    def report_server_error(self, error: Exception, source: type) -> None:
+        guard.report_server_error(self, error, source)
+
     # ------------------------------------------------------------------ checking
 
     def check(self, uri: str, text: str, version: int | None) -> Analysis:
-        return analyse(SourceFile(doc_name(uri), text), version, self.settings,
-                       encoding=self.encoding)
+        """The document checked; never raises (a crash is an ``internal`` diagnostic)."""
+        source = SourceFile(doc_name(uri), text)
+        try:
+            return analyse(source, version, self.settings, encoding=self.encoding)
+        except Exception as exc:  # noqa: BLE001 - any front-end bug
+            log.error("checking %s (version %s) failed", uri, version, exc_info=exc)
+            return failed(source, version, self.settings, exc, self.encoding)
 
     def changed(self, uri: str) -> None:
         """A document opened or changed: check now if checks are fast, else debounce."""
@@ -106,8 +115,15 @@ class PfcServer(LanguageServer):
         if last is not None and (analysis.version or 0) < (last.version or 0):
             return
         self.analyses[uri] = analysis
+        try:
+            diagnostics = lsp_diagnostics(analysis, uri)
+        except Exception as exc:  # noqa: BLE001 - a position bug must not hide the rest
+            log.error("converting diagnostics of %s failed", uri, exc_info=exc)
+            diagnostics = lsp_diagnostics(failed(analysis.source, analysis.version,
+                                                 analysis.settings, exc, analysis.encoding),
+                                          uri)
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
-            uri, lsp_diagnostics(analysis, uri), version=analysis.version))
+            uri, diagnostics, version=analysis.version))
 
     async def current(self, uri: str) -> Analysis:
         """The check of the document as it is now (run now if the last one is older)."""
@@ -170,14 +186,17 @@ def create_server() -> PfcServer:
 
 def _documents(server: PfcServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    @guard.guarded()
     def did_open(ls: PfcServer, params: types.DidOpenTextDocumentParams) -> None:
         ls.changed(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    @guard.guarded()
     def did_change(ls: PfcServer, params: types.DidChangeTextDocumentParams) -> None:
         ls.changed(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    @guard.guarded()
     def did_close(ls: PfcServer, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         task = ls.pending.pop(uri, None)
@@ -189,16 +208,19 @@ def _documents(server: PfcServer) -> None:
 
 def _configuration(server: PfcServer) -> None:
     @server.feature(types.INITIALIZE)
+    @guard.guarded()
     def initialize(ls: PfcServer, params: types.InitializeParams) -> None:
         found = targets_setting(params.initialization_options)
         if found is not None:
             ls.settings = found
 
     @server.feature(types.INITIALIZED)
+    @guard.guarded()
     async def initialized(ls: PfcServer, params: types.InitializedParams) -> None:
         await _pull_settings(ls)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    @guard.guarded()
     async def did_change_configuration(ls: PfcServer,
                                        params: types.DidChangeConfigurationParams) -> None:
         found = targets_setting(params.settings)
@@ -228,6 +250,7 @@ async def _pull_settings(ls: PfcServer) -> None:
 
 def _requests(server: PfcServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_HOVER)
+    @guard.guarded()
     async def on_hover(ls: PfcServer, params: types.HoverParams) -> types.Hover | None:
         analysis = await ls.current(params.text_document.uri)
         text = hover(analysis, analysis.index.offset(params.position))
@@ -237,10 +260,14 @@ def _requests(server: PfcServer) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_COMPLETION,
                     types.CompletionOptions(trigger_characters=["$", ",", "!", " "]))
+    @guard.guarded(no_items)
     def on_completion(ls: PfcServer, params: types.CompletionParams) -> types.CompletionList:
-        return completion(ls, params.text_document.uri, params.position)
+        uri = params.text_document.uri
+        return completion_list(ls.workspace.get_text_document(uri).source, params.position,
+                               ls.encoding, ls.analyses.get(uri))
 
     @server.feature(types.TEXT_DOCUMENT_DEFINITION)
+    @guard.guarded()
     async def on_definition(ls: PfcServer, params: types.DefinitionParams
                             ) -> list[types.Location] | None:
         analysis = await ls.current(params.text_document.uri)
@@ -250,6 +277,7 @@ def _requests(server: PfcServer) -> None:
             if spans else None
 
     @server.feature(types.TEXT_DOCUMENT_REFERENCES)
+    @guard.guarded()
     async def on_references(ls: PfcServer, params: types.ReferenceParams
                             ) -> list[types.Location] | None:
         analysis = await ls.current(params.text_document.uri)
@@ -264,36 +292,13 @@ def _requests(server: PfcServer) -> None:
                 for s in sorted(spans, key=lambda s: s.start)]
 
 
-def completion(ls: PfcServer, uri: str, position: types.Position) -> types.CompletionList:
-    """Items for the cursor, from the current text (names from the latest check)."""
-    doc = ls.workspace.get_text_document(uri)
-    index = LineIndex(doc.source, ls.encoding)
-    offset = index.offset(position)
-    ctx = context(doc.source, offset)
-    last = ls.analyses.get(uri)
-    line_start = index.starts[index.line_of(offset)]
-    names = {} if last is None else {
-        n: _declaration_text(last, d) for n, d in declarations(last.module).items()
-        if d.span.end <= line_start}
-    edit_range = types.Range(index.position(ctx.start), position)
-    return types.CompletionList(False, [_lsp_item(i, n, edit_range)
-                                        for n, i in enumerate(items(ctx, names))])
-
-
-def _declaration_text(analysis: Analysis, decl) -> str:
-    return analysis.source.text[decl.span.start:decl.span.end]
-
-
-def _lsp_item(item: Item, n: int, edit_range: types.Range) -> types.CompletionItem:
-    doc = types.MarkupContent(types.MarkupKind.Markdown, item.doc) if item.doc else None
-    return types.CompletionItem(item.label, kind=_KINDS[item.kind], detail=item.detail or None,
-                                documentation=doc, sort_text=f"{n:03d}",
-                                filter_text=item.label,
-                                text_edit=types.TextEdit(edit_range, item.label))
+def _no_tokens() -> types.SemanticTokens:
+    return types.SemanticTokens(data=[])
 
 
 def _editing(server: PfcServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_FORMATTING)
+    @guard.guarded(list)
     async def on_formatting(ls: PfcServer, params: types.DocumentFormattingParams
                             ) -> list[types.TextEdit]:
         doc = ls.workspace.get_text_document(params.text_document.uri)
@@ -308,6 +313,7 @@ def _editing(server: PfcServer) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL,
                     types.SemanticTokensLegend(list(TOKEN_TYPES), list(TOKEN_MODIFIERS)))
+    @guard.guarded(_no_tokens)
     async def on_tokens(ls: PfcServer, params: types.SemanticTokensParams
                         ) -> types.SemanticTokens:
         text = ls.workspace.get_text_document(params.text_document.uri).source
@@ -328,12 +334,13 @@ def main(argv: list[str] | None = None) -> int:
 def add_arguments(parser) -> None:
     parser.add_argument("--stdio", action="store_true",
                         help="talk LSP on stdin/stdout (the default and only transport)")
-    parser.add_argument("--log", metavar="FILE", help="write a debug log to FILE")
+    parser.add_argument("--log", metavar="FILE",
+                        help="write a debug log to FILE, tracebacks included (stderr gets "
+                        "one line per warning or error)")
 
 
 def serve(args) -> int:
-    if args.log:
-        logging.basicConfig(filename=Path(args.log), level=logging.DEBUG)
+    guard.setup_logging(Path(args.log) if args.log else None)
     _warm_up()
     # Checks run in a worker thread; a short GIL switch interval lets the event loop
     # answer completion requests within milliseconds while a long check runs

@@ -11,59 +11,30 @@ import time
 from pathlib import Path
 
 import pytest
-import pytest_lsp
 from lsprotocol import types
-from pygls.protocol import default_converter
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
-from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
+from pytest_lsp import LanguageClient
 
 from pfc.frontend.fmt import format_source
 from pfc.frontend.pipeline import compile_path
 from pfc.frontend.source import SourceFile
 from pfc.lsp.tokens import decode
 from tests.paths import EXAMPLES
+from tests.tools.lsp_session import (
+    change,
+    doc,
+    open_doc,
+    pos,
+    published,
+    session,
+    until,
+    utf16_end,
+)
 
 pytestmark = pytest.mark.asyncio
 SERVER = [sys.executable, "-m", "pfc.lsp"]
-PUBLISH = types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS
-
-
-def recording_client() -> LanguageClient:
-    """pytest-lsp's client, keeping every diagnostics publish (with its version)."""
-    client = LanguageClient(converter_factory=default_converter)
-    register_lsp_features(client, {m: f for m, f in DEFAULT_CLIENT_FEATURES.items()
-                                   if m != PUBLISH})
-    client.published = []
-
-    @client.feature(PUBLISH)
-    def publish(ls: LanguageClient, params: types.PublishDiagnosticsParams) -> None:
-        ls.diagnostics[params.uri] = params.diagnostics
-        ls.published.append(params)
-
-    return client
-
-
-CONFIG = ClientServerConfig(server_command=SERVER, client_factory=recording_client)
-
-
-@pytest_lsp.fixture(config=CONFIG)
-async def client(lsp_client: LanguageClient):
-    result = await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code")))
-    lsp_client.server_capabilities = result.capabilities
-    yield
-    await lsp_client.shutdown_session()
-
-
-@pytest_lsp.fixture(config=CONFIG)
-async def targeted(lsp_client: LanguageClient):
-    """A session started with ``initializationOptions: {"pfc": {"targets": [socket]}}``."""
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"),
-        initialization_options={"pfc": {"targets": ["socket"]}}))
-    yield
-    await lsp_client.shutdown_session()
-
+client = session("client", SERVER)
+# A session started with ``initializationOptions: {"pfc": {"targets": ["socket"]}}``.
+targeted = session("targeted", SERVER, options={"pfc": {"targets": ["socket"]}})
 
 # `pfc lsp` as the CLI runs it: the Command's argument parser and handler.
 VIA_COMMAND = [sys.executable, "-c",
@@ -72,55 +43,17 @@ VIA_COMMAND = [sys.executable, "-c",
                "parser = argparse.ArgumentParser()\n"
                "LSP.arguments(parser)\n"
                "sys.exit(LSP.handler(parser.parse_args(['--stdio'])))\n"]
+via_command = session("via_command", VIA_COMMAND, "neovim")
 
-
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=VIA_COMMAND,
-                                              client_factory=recording_client))
-async def via_command(lsp_client: LanguageClient):
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("neovim")))
-    yield
-    await lsp_client.shutdown_session()
-
-
-async def published(client: LanguageClient, uri: str, version: int,
-                    timeout: float = 15.0) -> list[types.Diagnostic]:
-    """The diagnostics published for one version of a document (waits for them)."""
-    async def wait():
-        while True:
-            for p in reversed(client.published):
-                if p.uri == uri and p.version == version:
-                    return list(p.diagnostics)
-            await asyncio.sleep(0.003)
-    return await asyncio.wait_for(wait(), timeout)
-
-
-async def open_doc(client: LanguageClient, path: Path, text: str) -> str:
-    uri = path.as_uri()
-    client.text_document_did_open(types.DidOpenTextDocumentParams(
-        types.TextDocumentItem(uri, "pfc", 1, text)))
-    await published(client, uri, 1)
-    return uri
-
-
-def change(client: LanguageClient, uri: str, version: int, text: str) -> None:
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        types.VersionedTextDocumentIdentifier(version, uri),
-        [types.TextDocumentContentChangeWholeDocument(text)]))
-
-
-def doc(uri: str) -> types.TextDocumentIdentifier:
-    return types.TextDocumentIdentifier(uri)
-
-
-def pos(line: int, character: int) -> types.Position:
-    return types.Position(line, character)
-
-
-def utf16_end(text: str) -> types.Position:
-    """The LSP position of the end of ``text``, computed independently of the server."""
-    lines = text.split("\n")
-    return pos(len(lines) - 1, len(lines[-1].encode("utf-16-le")) // 2)
+# The server with every change checked at once however long a check takes (a busy
+# machine makes the small examples "slow", and slow documents are debounced): the typing
+# replay expects one publish per keystroke. Debouncing has its own test (5,000 rules).
+INLINE = [sys.executable, "-c",
+          "import math, sys\n"
+          "import pfc.lsp.server as server\n"
+          "server.INLINE_LIMIT = server.BIG_TEXT = math.inf\n"
+          "sys.exit(server.main())\n"]
+typist = session("typist", INLINE)
 
 
 # ------------------------------------------------------------------ diagnostics
@@ -170,7 +103,7 @@ async def test_targets_from_settings_and_comment(client: LanguageClient, tmp_pat
     # pushed settings: the socket target cannot redirect (it can count)
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
         {"pfc": {"targets": ["socket"]}}))
-    await asyncio.wait_for(_until(lambda: client.diagnostics.get(uri)), 10)
+    await asyncio.wait_for(until(lambda: client.diagnostics.get(uri)), 10)
     (diag,) = client.diagnostics[uri]
     assert diag.code == "unsupported" and "`socket`" in diag.message
     assert diag.range.start == pos(1, 0)
@@ -181,13 +114,8 @@ async def test_targets_from_settings_and_comment(client: LanguageClient, tmp_pat
     client.set_configuration({"targets": "tc, nosuch"}, section="pfc")
     change(client, uri, 3, text)
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(None))
-    await asyncio.wait_for(_until(lambda: any(
+    await asyncio.wait_for(until(lambda: any(
         d.code == "unknown-target" for d in client.diagnostics.get(uri, []))), 10)
-
-
-async def _until(predicate) -> None:
-    while not predicate():
-        await asyncio.sleep(0.01)
 
 
 async def test_initialization_options_set_targets(targeted: LanguageClient, tmp_path) -> None:
@@ -336,29 +264,29 @@ async def test_semantic_tokens(client: LanguageClient, tmp_path: Path) -> None:
 # ------------------------------------------------------------------ typing replay
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
-async def test_typing_every_example_character_by_character(client: LanguageClient,
+async def test_typing_every_example_character_by_character(typist: LanguageClient,
                                                            example: Path) -> None:
     """Every keystroke state gets its diagnostics; completion answers at every line end;
     no error reaches the client; the final state's diagnostics are the CLI's."""
     text = example.read_text()
     uri = example.as_uri()
     started = time.perf_counter()
-    client.text_document_did_open(types.DidOpenTextDocumentParams(
+    typist.text_document_did_open(types.DidOpenTextDocumentParams(
         types.TextDocumentItem(uri, "pfc", 0, "")))
     for i in range(1, len(text) + 1):
         prefix = text[:i - 1]
         end = utf16_end(prefix)
-        client.text_document_did_change(types.DidChangeTextDocumentParams(
+        typist.text_document_did_change(types.DidChangeTextDocumentParams(
             types.VersionedTextDocumentIdentifier(i, uri),
             [types.TextDocumentContentChangePartial(types.Range(end, end), text[i - 1])]))
         if text[i - 1] in "\n $,":
-            result = await asyncio.wait_for(client.text_document_completion_async(
+            result = await asyncio.wait_for(typist.text_document_completion_async(
                 types.CompletionParams(doc(uri), utf16_end(text[:i]))), 10)
             assert isinstance(result, types.CompletionList)
-    final = await published(client, uri, len(text))
-    versions = {p.version for p in client.published if p.uri == uri}
+    final = await published(typist, uri, len(text))
+    versions = {p.version for p in typist.published if p.uri == uri}
     assert versions == set(range(len(text) + 1))
-    assert not [m for m in client.messages if m.type == types.MessageType.Error]
+    assert not [m for m in typist.messages if m.type == types.MessageType.Error]
     assert len(final) == len(compile_path(example).diagnostics)
     print(f"{example.name}: {len(text)} keystrokes in {time.perf_counter() - started:.1f} s")
 

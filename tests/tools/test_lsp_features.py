@@ -4,7 +4,6 @@ target configuration, names, semantic tokens."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -12,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
 
+import pfc.api
 from pfc import backends
 from pfc.backends.base import FEATURES, Artifact, Backend, Options
 from pfc.frontend import ir
 from pfc.frontend.fmt import format_source
-from pfc.frontend.parse import KEYWORDS
-from pfc.frontend.pipeline import compile_text
+from pfc.frontend.pipeline import compile_source, compile_text
 from pfc.frontend.source import SourceFile
 from pfc.lsp.analysis import (
     analyse,
@@ -32,7 +31,7 @@ from pfc.lsp.forms import form, forms
 from pfc.lsp.hover import field_doc, hover, support_line
 from pfc.lsp.reading import reading
 from pfc.lsp.text import UTF8, UTF32, LineIndex, lex
-from pfc.lsp.tokens import TOKEN_TYPES, decode, encode
+from pfc.lsp.tokens import decode, encode
 from tests.paths import EXAMPLES
 from tests.strategies import policies
 
@@ -248,11 +247,33 @@ def test_target_comment_wins_and_unknown_targets_are_warned() -> None:
     assert target_config(module, ()).origin == "none"
 
 
-def test_capability_errors_for_configured_targets_even_with_other_errors() -> None:
-    text = "redirect udp dport 80 to 10.0.0.2:8080\ndrop src $nope\n"
-    analysis = analyse(SourceFile("/tmp/c.pf", text), settings=("socket",))
-    codes = sorted(d.code for d in analysis.diagnostics)
-    assert codes == ["unknown-name", "unsupported"]
+def test_capability_errors_only_once_the_front_end_is_clean() -> None:
+    """As `pfc check --target T`: a syntax or type error hides the targets' limits."""
+    redirect = "# pfc: targets iptables\nredirect udp dport 80 to 10.0.0.2:8080\n"
+    clean = analyse(SourceFile("/tmp/c.pf", redirect))
+    assert [d.code for d in clean.diagnostics] == ["unsupported"]
+    for broken in ("drop udp dprot 53\n", "drop src $nope\n"):
+        analysis = analyse(SourceFile("/tmp/c.pf", redirect + broken))
+        assert [d.code for d in analysis.diagnostics] == [
+            "syntax" if "dprot" in broken else "unknown-name"]
+
+
+def _cli_view(diags) -> list[tuple]:
+    return sorted((d.severity.value, d.code, d.span.start, d.span.end, d.message, d.hint)
+                  for d in diags if d.code != "unknown-target")
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
+@pytest.mark.parametrize("damage", ["", "drop udp dprot 53\n", "drop src $nope\n",
+                                    "count udp\nredirect tcp to 10.0.0.9\n"])
+def test_lsp_diagnostics_are_what_pfc_check_says(example, damage: str) -> None:
+    """The editor's diagnostics for every target are `pfc check --target T`'s
+    (pfc.api.check, which the command prints), with the file intact or damaged."""
+    text = example.read_text() + damage
+    for target in TARGETS:
+        source = SourceFile(str(example), f"# pfc: targets {target}\n" + text)
+        expected = pfc.api.check(compile_source(source), targets=[target])
+        assert _cli_view(analyse(source).diagnostics) == _cli_view(expected), target
 
 
 def test_set_file_errors_land_on_the_set_declaration(tmp_path) -> None:
@@ -322,88 +343,6 @@ def test_semantic_tokens_types_and_utf16_columns() -> None:
     assert line3[-1] == (34, 6, "comment")  # "# 😀 x"
     declaration = decode(encode("define web = 1\n"))[1]
     assert declaration[3:] == ("variable", 1)
-
-
-# ------------------------------------------------------------------ editors/
-
-from tests.paths import EDITORS  # noqa: E402
-
-
-def tm_scopes(line: str) -> list[tuple[str, str]]:
-    """A small TextMate engine (top-level patterns, one line): (text, scope) pairs.
-    Earliest match wins, the first pattern on a tie, as in VS Code."""
-    grammar = json.loads((EDITORS / "vscode/syntaxes/pfc.tmLanguage.json").read_text())
-    rules = [grammar["repository"][p["include"][1:]] for p in grammar["patterns"]]
-    out, pos = [], 0
-    while pos < len(line):
-        found = [(m.start(), i, r, m) for i, r in enumerate(rules)
-                 if (m := re.compile(r.get("match") or r["begin"]).search(line, pos))]
-        if not found:
-            break
-        _, _, rule, m = min(found, key=lambda f: (f[0], f[1]))
-        if "begin" in rule:
-            stop = _region_end(rule, line, m.end())
-            out.append((line[m.start():stop], rule["name"]))
-        elif "captures" in rule:
-            out += [(m.group(int(k)), c["name"]) for k, c in rule["captures"].items()]
-            stop = m.end()
-        else:
-            out.append((m.group(), rule["name"]))
-            stop = m.end()
-        pos = max(stop, pos + 1)
-    return out
-
-
-def _region_end(rule: dict, line: str, pos: int) -> int:
-    """Where a begin/end region ends: inner patterns (escapes) consume text first when
-    they match before the end pattern does."""
-    while True:
-        end = re.compile(rule["end"]).search(line, pos)
-        inner = [m for p in rule.get("patterns", ()) if (m := re.compile(p["match"]).search(
-            line, pos))]
-        first = min(inner, key=lambda m: m.start(), default=None)
-        if end is None:
-            return len(line)
-        if first is None or end.start() <= first.start():
-            return end.end()
-        pos = first.end()
-
-
-def test_textmate_grammar_colours_a_rule() -> None:
-    line = 'drop tcp dst $lan dport 80-90 !flags syn,!rst payload[1] == "X\\"" # note'
-    assert tm_scopes(line) == [
-        ("drop", "keyword.control.action.pfc"), ("tcp", "support.type.protocol.pfc"),
-        ("dst", "support.function.field.pfc"), ("$lan", "variable.other.pfc"),
-        ("dport", "support.function.field.pfc"), ("80", "constant.numeric.pfc"),
-        ("-", "keyword.operator.pfc"), ("90", "constant.numeric.pfc"),
-        ("!", "keyword.operator.pfc"), ("flags", "support.function.field.pfc"),
-        ("syn", "constant.language.flag.pfc"), ("!", "keyword.operator.pfc"),
-        ("rst", "constant.language.flag.pfc"), ("payload", "support.function.field.pfc"),
-        ("1", "constant.numeric.pfc"), ("==", "keyword.operator.pfc"),
-        ('"X\\""', "string.quoted.double.pfc"), ("# note", "comment.line.number-sign.pfc")]
-    assert tm_scopes("define web = { 80 }")[:2] == [
-        ("define", "keyword.other.declaration.pfc"), ("web", "variable.other.definition.pfc")]
-    assert tm_scopes("redirect udp to [2001:db8::1]:53 icmp-type x")[3] == (
-        "2001:db8::1", "constant.numeric.address.pfc")
-
-
-def test_textmate_grammar_knows_every_keyword_and_name() -> None:
-    for word in (*KEYWORDS, *ir.TCP_FLAGS, *ir.ICMP_TYPES, *ir.ICMP6_TYPES):
-        scopes = tm_scopes(f"x {word} x")
-        assert (word, ) == tuple(t for t, _ in scopes if t == word), (word, scopes)
-
-
-def test_vscode_extension_declares_the_servers_token_types() -> None:
-    package = json.loads((EDITORS / "vscode/package.json").read_text())
-    contributes = package["contributes"]
-    assert contributes["languages"][0]["extensions"] == [".pf"]
-    assert (EDITORS / "vscode" / contributes["grammars"][0]["path"]).is_file()
-    standard = {t.value for t in types.SemanticTokenTypes}
-    custom = {t["id"] for t in contributes["semanticTokenTypes"]}
-    assert custom == set(TOKEN_TYPES) - standard
-    config = json.loads((EDITORS / "vscode/language-configuration.json").read_text())
-    assert config["comments"]["lineComment"] == "#"
-    assert "pfc.targets" in contributes["configuration"]["properties"]
 
 
 # ------------------------------------------------------------------ robustness
