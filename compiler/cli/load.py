@@ -272,7 +272,10 @@ def render(report: loading.Report, rate: Rates | None = None):
     for s in report.entries:
         parts += [_header(s), _table(s, rate), Text("")]
     if report.gone:
-        which = ", ".join(f"{r.target} on {r.dev} in {r.netns}" for r in report.gone)
+        spaces: dict[str, list[str]] = {}
+        for r in report.gone:
+            spaces.setdefault(r.netns, []).append(f"{r.target} on {r.dev}")
+        which = "; ".join(f"{ns} ({', '.join(what)})" for ns, what in spaces.items())
         parts.append(Text(printable(
             f"removed the records of namespaces that no longer exist: {which}"
             if report.pruned else f"note: records of namespaces that no longer exist: "
