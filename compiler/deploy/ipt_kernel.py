@@ -117,6 +117,14 @@ def has_table(family: int, where: dict) -> bool:
     return _nft(f"list table {_NFT_FAMILY[family]} {where['table']}")
 
 
+def has_base(family: int, where: dict) -> bool:
+    """Whether the base chain exists: iptables-nft creates a built-in chain (``ip raw
+    PREROUTING``) on its first use, also in a table that exists already."""
+    if where["flavour"] != "nft":
+        return True
+    return _nft(f"list chain {_NFT_FAMILY[family]} {where['table']} {where['base']}")
+
+
 def _nft(command: str) -> bool:
     import nftables
 
@@ -179,4 +187,17 @@ def drop_table(family: int, where: dict) -> str | None:
         return None
     if _nft(f"delete table {_NFT_FAMILY[family]} {where['table']}"):
         return f"deleted the empty {NAMES[family]} table {where['table']} pfc's load created"
+    return None
+
+
+def drop_base(family: int, where: dict) -> str | None:
+    """Delete an iptables-nft built-in chain pfc's first load created, if it is empty
+    with policy ACCEPT (the table was there before: another chain of the user's)."""
+    text = call([tool(family, where["flavour"], "save"), "-t", where["table"]])
+    if re.search(rf"^-A {re.escape(where['base'])} ", text, re.MULTILINE) or \
+            f":{where['base']} ACCEPT" not in text:
+        return None
+    if _nft(f"delete chain {_NFT_FAMILY[family]} {where['table']} {where['base']}"):
+        return (f"deleted the empty {NAMES[family]} chain {where['table']} {where['base']} "
+                "pfc's load created")
     return None

@@ -45,8 +45,10 @@ from pfc.deploy.ipt_kernel import (
     Family,
     call,
     destroy_sets,
+    drop_base,
     drop_table,
     family_state,
+    has_base,
     has_table,
     restore,
     sets_present,
@@ -138,11 +140,13 @@ def ipt_attach(plan: Plan, previous: state.Record | None,
     built = {f: _family_text(plan, f, chains, sets) for f in TOOLS}
     set_text = _set_text(plan, sets)
     made = {NAMES[f] for f in TOOLS if not has_table(f, where)}
+    bases = {NAMES[f] for f in TOOLS if NAMES[f] not in made and not has_base(f, where)}
     if previous:
         made |= set(previous.attach.get("created_tables", []))
+        bases |= set(previous.attach.get("created_bases", []))
     new = where | {"gen": gen, "gen_chain": chain, "sets": sorted(sets.values()),
                    "lines": {NAMES[f]: built[f][1] for f in TOOLS},
-                   "created_tables": sorted(made)}
+                   "created_tables": sorted(made), "created_bases": sorted(bases)}
     txn.begin({"targets": {NAMES[f]: now[f].target for f in TOOLS},
                "previous": previous.attach if previous else None}, new)
     if set_text:
@@ -307,10 +311,12 @@ def ipt_detach(record: state.Record, force: bool = False) -> list[str]:
                            f"{where['table']} {where['base']} ({NAMES[family]})")
         except Failed as exc:
             out.append(f"could not remove chain {where['chain']} ({NAMES[family]}): {exc}")
-        if NAMES[family] in where.get("created_tables", []) or \
-                family in where.get("created_tables", []):
-            with contextlib.suppress(Failed):
+        made = where.get("created_tables", [])
+        with contextlib.suppress(Failed):
+            if NAMES[family] in made or family in made:
                 out += [m for m in [drop_table(family, where)] if m]
+            elif NAMES[family] in where.get("created_bases", []):
+                out += [m for m in [drop_base(family, where)] if m]
     return out + destroy_sets(where.get("sets", []))
 
 

@@ -25,8 +25,6 @@ from tests.deploy import kernel_view
 from tests.deploy.test_load import (
     ROOT_REASON,
     entry,
-    isolated,  # noqa: F401 - autouse fixture: own state directory
-    lab,  # noqa: F401 - fixture
     load,
     pfc,
     policy_file,

@@ -22,8 +22,6 @@ from tests.deploy.test_load import (
     counters_of,
     deliver,
     entry,
-    isolated,  # noqa: F401 - autouse fixture: own state directory
-    lab,  # noqa: F401 - fixture
     load,
     pfc,
     policy_file,
