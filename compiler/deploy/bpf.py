@@ -121,7 +121,8 @@ def read_counters(prog_id: int | None, attach: dict) -> Counters | None:
     """Per rule index (and "default", "not_ready"): (packets, bytes) summed over CPUs,
     read from program ``prog_id``'s counter map found by its map ids; {} for a program
     without counters, None if the program or its map is gone."""
-    name, slots = attach.get("counters"), attach.get("counter_slots") or \
+    name = attach.get("counters") or ("pfc_counters" if attach.get("counters_pin") else None)
+    slots = attach.get("counter_slots") or \
         counter_slots({"count_rules": attach.get("count_rules", [])})
     if not name:
         return {}
@@ -166,7 +167,7 @@ def foreign(what: str, prog_id: int, previous: state.Record | None) -> str:
 
 # --------------------------------------------------------------------------- XDP
 
-def _xdp_old(plan: Plan, previous: state.Record | None,
+def _xdpold_identity(plan: Plan, previous: state.Record | None,
              now: bpf_attach.XdpState) -> tuple[int | None, str | None, list[str]]:
     """What to replace: (prog id or None, mode to attach in, messages)."""
     if not now.prog_id:
@@ -210,8 +211,8 @@ def xdp_attach(plan: Plan, previous: state.Record | None,
     with open_object(plan) as obj:
         new = new_identity(plan, obj)
         now = bpf_attach.xdp_query(plan.ifindex)
-        old_id, mode, messages = _xdp_old(plan, previous, now)
-        txn.begin(_old(old_id), new)
+        old_id, mode, messages = _xdpold_identity(plan, previous, now)
+        txn.begin(old_identity(old_id), new)
         old_fd = _prog_fd(old_id) if old_id else None
         try:
             bpf_attach.xdp_attach(plan.ifindex, obj.programs[plan.artifact.meta["program"]].fd,
@@ -225,7 +226,8 @@ def xdp_attach(plan: Plan, previous: state.Record | None,
     return new | {"mode": bpf_attach.xdp_query(plan.ifindex).mode}, messages
 
 
-def _old(prog_id: int | None) -> dict | None:
+def old_identity(prog_id: int | None) -> dict | None:
+    """What the journal records of the program a load replaces (None: nothing)."""
     info = bpf_attach.prog_info_by_id(prog_id) if prog_id else None
     return {"prog_id": prog_id, "prog_tag": info.tag if info else None} if prog_id else None
 

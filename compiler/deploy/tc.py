@@ -22,7 +22,7 @@ import contextlib
 from pfc.deploy import journal, state
 from pfc.deploy.base import Inspection, Loader, LoadError, Plan, Recovery, device_index, no_retire
 from pfc.deploy.bpf import (
-    _old,
+    old_identity,
     describe,
     discover,
     foreign,
@@ -59,7 +59,7 @@ def clsact_exists(index: int) -> bool:
         return any(q.get_attr("TCA_KIND") == "clsact" for q in ipr.get_qdiscs(index=index))
 
 
-def _tc_old(plan: Plan, previous: state.Record | None, now: int | None) -> list[str]:
+def _tcold_identity(plan: Plan, previous: state.Record | None, now: int | None) -> list[str]:
     if now is None:
         return ([f"note: pfc's previous tc filter (program id "
                  f"{previous.attach.get('prog_id')}) had been removed from {plan.dev} "
@@ -79,12 +79,12 @@ def tc_attach(plan: Plan, previous: state.Record | None,
     with open_object(plan) as obj:
         existed = clsact_exists(plan.ifindex)
         now = bpf_attach.tc_query(plan.ifindex, TC_HANDLE, TC_PRIORITY) if existed else None
-        messages = _tc_old(plan, previous, now)
+        messages = _tcold_identity(plan, previous, now)
         carried = bool(previous and previous.attach.get("qdisc_created"))
         new = new_identity(plan, obj) | {
             "handle": TC_HANDLE, "priority": TC_PRIORITY, "qdisc_existed": existed,
             "qdisc_created": not existed or carried}
-        txn.begin(_old(now), new)
+        txn.begin(old_identity(now), new)
         if not existed:
             bpf_attach.tc_hook_create(plan.ifindex)
             txn.step("qdisc")
