@@ -22,13 +22,13 @@ import contextlib
 from pfc.deploy import journal, state
 from pfc.deploy.base import Inspection, Loader, LoadError, Plan, Recovery, device_index, no_retire
 from pfc.deploy.bpf import (
-    old_identity,
     describe,
     discover,
     foreign,
     health,
     is_ours,
     new_identity,
+    old_identity,
     open_object,
     recover_prog,
 )
