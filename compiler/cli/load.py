@@ -218,7 +218,8 @@ def status_json(report: loading.Report, rate: Rates | None = None) -> dict:
             "warnings": report.warnings, "recovered": report.messages,
             "gone": [{"target": r.target, "dev": r.dev, "netns": r.netns,
                       "policy": r.policy} for r in report.gone],
-            "pruned": report.pruned, "exit": exit_code(report)}
+            "pruned": report.pruned, "elsewhere": report.elsewhere,
+            "exit": exit_code(report)}
 
 
 def _entry_json(s: loading.Status, rate: Rates | None) -> dict:
@@ -268,7 +269,11 @@ def render(report: loading.Report, rate: Rates | None = None):
     parts = [Text(printable(m), style="yellow") for m in report.warnings + report.messages]
     if not report.entries:
         parts.append(Text("nothing loaded by pfc" + (" in this namespace" if report.gone
-                                                      else "")))
+                                                      or report.elsewhere else "")))
+        if report.elsewhere:
+            parts.append(Text(printable(
+                f"note: pfc loaded policies in other namespaces ({', '.join(report.elsewhere)})"
+                ": `pfc status --all`, or --netns NS")))
     for s in report.entries:
         parts += [_header(s), _table(s, rate), Text("")]
     if report.gone:

@@ -126,19 +126,17 @@ def _family_text(plan: Plan, family: int, chains: dict[str, str], sets: dict[str
     return tx.chain_text(meta["table"], sorted(set(chains.values())), lines), owners
 
 
-def ipt_attach(plan: Plan, previous: state.Record | None,
-               txn: journal.Txn) -> tuple[dict, list[str]]:
-    flavour = system_flavour()
-    where, meta = _where(plan, flavour), plan.artifact.meta
-    now = states(where)
-    messages = _check_conflicts(plan, where, previous, now)
+def _prepare(plan: Plan, previous: state.Record | None, where: dict,
+             now: dict[int, Family]) -> tuple[dict, dict[int, str], str]:
+    """The next generation: its attach info (the record's), per family the restore
+    text creating its chains, and the ipset text creating its sets."""
+    meta = plan.artifact.meta
     gen = _next_gen(where, previous, now, meta["sets"])
     chain = tx.gen_chain(where["chain"], gen)
     chains = {where["chain"]: chain} | ({where["chain"] + tx.NOTRACK: chain + tx.NOTRACK}
                                         if where["notrack"] else {})
     sets = tx.gen_sets(meta["sets"], gen)
     built = {f: _family_text(plan, f, chains, sets) for f in TOOLS}
-    set_text = _set_text(plan, sets)
     made = {NAMES[f] for f in TOOLS if not has_table(f, where)}
     bases = {NAMES[f] for f in TOOLS if NAMES[f] not in made and not has_base(f, where)}
     if previous:
@@ -147,6 +145,15 @@ def ipt_attach(plan: Plan, previous: state.Record | None,
     new = where | {"gen": gen, "gen_chain": chain, "sets": sorted(sets.values()),
                    "lines": {NAMES[f]: built[f][1] for f in TOOLS},
                    "created_tables": sorted(made), "created_bases": sorted(bases)}
+    return new, {f: built[f][0] for f in TOOLS}, _set_text(plan, sets)
+
+
+def ipt_attach(plan: Plan, previous: state.Record | None,
+               txn: journal.Txn) -> tuple[dict, list[str]]:
+    where = _where(plan, system_flavour())
+    now = states(where)
+    messages = _check_conflicts(plan, where, previous, now)
+    new, texts, set_text = _prepare(plan, previous, where, now)
     txn.begin({"targets": {NAMES[f]: now[f].target for f in TOOLS},
                "previous": previous.attach if previous else None}, new)
     if set_text:
@@ -159,11 +166,12 @@ def ipt_attach(plan: Plan, previous: state.Record | None,
         txn.step("sets")
     for f in TOOLS:
         try:
-            restore(f, flavour, built[f][0])
+            restore(f, where["flavour"], texts[f])
         except Failed as exc:
-            raise LoadError(f"{tool(f, flavour, 'restore')} refused the {NAMES[f]} rules: "
-                            f"{exc}", hint="check the rules with `pfc compile --target "
-                                           "iptables`") from None
+            raise LoadError(f"{tool(f, where['flavour'], 'restore')} refused the "
+                            f"{NAMES[f]} rules: {exc}",
+                            hint="check the rules with `pfc compile --target iptables`") \
+                from None
     txn.step("chains")
     _switch_all(new, now)
     txn.step("switched")
@@ -194,12 +202,12 @@ def _switch_all(new: dict, now: dict[int, Family]) -> None:
 
 # --------------------------------------------------------------- retire, recover
 
-def _remove(family: int, where: dict, chains: list[str], jump: bool = False) -> None:
+def _remove(family: int, where: dict, chains: list[str]) -> None:
+    """Flush and delete those of ``chains`` that exist (one restore)."""
     present = family_state(family, where).chains
     gone = [c for c in chains if c in present]
-    if gone or jump:
-        base_jump = f"{where['base']} {tx.jump(where)}" if jump else None
-        restore(family, where["flavour"], tx.remove_text(where["table"], gone, base_jump))
+    if gone:
+        restore(family, where["flavour"], tx.remove_text(where["table"], gone))
 
 
 def _with_notrack(chains: list[str | None]) -> list[str]:

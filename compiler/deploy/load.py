@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -307,6 +307,7 @@ class Report:
     messages: list[str]  # unfinished loads finished or rolled back just now
     gone: list[state.Record]  # records of namespaces that no longer exist
     pruned: bool = False  # ``gone`` were removed
+    elsewhere: list[str] = field(default_factory=list)  # other namespaces with records
 
 
 def status(dev: str | None = None, netns: str | None = None) -> list[Status]:
@@ -330,15 +331,18 @@ def report(dev: str | None = None, netns: str | None = None, every: bool = False
         messages = recover_all(scope)
         problems: list[state.Unreadable] = []
         records = state.records(scope, dev, problems)
-        gone = [r for r in state.records(None, dev) if not netns_alive(r.netns, r.netns_id)]
+        every_record = state.records(None, dev)
+        gone = [r for r in every_record if not netns_alive(r.netns, r.netns_id)]
         for r in gone if prune else []:
             state.remove(r)
         entries = [Status(r, inspect(r), _file_changed(r)) for r in records
                    if r not in gone]
+        elsewhere = sorted({r.netns for r in every_record if r not in gone} -
+                           ({scope} if scope else {r.netns for r in every_record}))
     warnings = [f"warning: {p}; `pfc unload --target {p.target} --dev {p.dev}"
                 + (f" --netns {p.netns}" if p.netns != current_netns() else "")
                 + "` removes what the kernel shows of it" for p in problems]
-    return Report(entries, warnings, messages, gone, prune)
+    return Report(entries, warnings, messages, gone, prune, elsewhere)
 
 
 def inspect(record: state.Record) -> Inspection:

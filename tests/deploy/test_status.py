@@ -59,8 +59,11 @@ def test_status_is_scoped_to_the_current_namespace(lab, tmp_path):
         assert {(lab.name, "nft"), (other.name, "tc")} <= set(every)
         here = loaded(pfc("status", "--format", "json")[1])  # this thread is in `other`
         assert here == [(other.name, "tc")]
-        host = loaded(pfc("status", "--netns", "default", "--format", "json")[1])
-        assert not {lab.name, other.name} & {ns for ns, _ in host}
+        host = json.loads(pfc("status", "--netns", "default", "--format", "json")[1])
+        assert not {lab.name, other.name} & {ns for ns, _ in loaded(json.dumps(host))}
+        assert {lab.name, other.name} <= set(host["elsewhere"])
+        code, out, _ = pfc("status", "--netns", "default")
+        assert "--all" in out
     code, _, err = pfc("status", "--netns", "pfc-no-such-ns")
     assert code == 2 and "network namespace `pfc-no-such-ns` does not exist" in err
 
