@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from pfc.backends.base import Artifact
-from pfc.deploy import state
+from pfc.deploy import journal, state
 
 CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_BPF = 12, 21, 39
 CLONE_NEWNET = 0x40000000
@@ -71,8 +71,9 @@ def _ns_inode(path: str) -> tuple[int, int] | None:
 
 
 def current_netns() -> str:
-    """The name of the calling thread's network namespace: its ``/run/netns`` name,
-    ``default`` for the init namespace, else ``netns-INODE``."""
+    """The name of the calling thread's network namespace: its ``/run/netns`` name
+    (also inside ``ip netns exec NS``, which keeps /run), ``default`` for the init
+    namespace, else ``netns-INODE`` (a container's, say)."""
     here = _ns_inode("/proc/thread-self/ns/net")
     if here == _ns_inode("/proc/1/ns/net"):
         return DEFAULT_NETNS
@@ -81,6 +82,13 @@ def current_netns() -> str:
             if _ns_inode(f"{NETNS_DIR}/{name}") == here:
                 return name
     return f"netns-{here[1] if here else 0}"
+
+
+def current_netns_id() -> int | None:
+    """The calling thread's network namespace inode (records keep it: a namespace
+    deleted and created again under the same name is another one)."""
+    here = _ns_inode("/proc/thread-self/ns/net")
+    return here[1] if here else None
 
 
 def _setns(path: str) -> None:
@@ -96,11 +104,39 @@ def _setns(path: str) -> None:
 
 
 def netns_path(name: str) -> str | None:
-    """Where namespace ``name`` can be entered, or None if it does not exist."""
+    """Where namespace ``name`` can be entered, or None if it does not exist: its
+    ``/run/netns`` file, or for ``netns-INODE`` a process's ``/proc/PID/ns/net``."""
     if name == DEFAULT_NETNS:
         return "/proc/1/ns/net"
+    if name == current_netns():
+        return "/proc/thread-self/ns/net"
+    if "/" in name or name in (".", ".."):
+        return None
     p = f"{NETNS_DIR}/{name}"
-    return p if "/" not in name and _ns_inode(p) is not None else None
+    if _ns_inode(p) is not None:
+        return p
+    if name.startswith("netns-") and name[6:].isdigit():
+        return _proc_netns(int(name[6:]))
+    return None
+
+
+def _proc_netns(inode: int) -> str | None:
+    """A ``/proc/PID/ns/net`` of namespace ``inode``, if some process is in it."""
+    with contextlib.suppress(OSError):
+        for pid in os.listdir("/proc"):
+            p = f"/proc/{pid}/ns/net"
+            if pid.isdigit() and (_ns_inode(p) or (0, 0))[1] == inode:
+                return p
+    return None
+
+
+def netns_alive(name: str, ns_id: int | None) -> bool:
+    """Whether the namespace a record names still exists: the name, and (when the
+    record has it) the same inode."""
+    p = netns_path(name)
+    if p is None:
+        return False
+    return ns_id is None or (_ns_inode(p) or (0, 0))[1] == ns_id
 
 
 @contextlib.contextmanager
@@ -153,25 +189,61 @@ class Plan:
     options: dict = field(default_factory=dict)  # the table, hook ... as compiled
 
 
+Counters = dict[int | str, tuple[int, int]]  # rule index, "default", "not_ready" → (p, b)
+
+
 @dataclass
 class Inspection:
     """What ``status`` found in the kernel for one record."""
 
     health: str  # "ok" | "vanished" | "changed"
     detail: str  # one line for humans
-    counters: dict[int, tuple[int, int]] | None  # rule index → (packets, bytes)
+    counters: Counters | None  # None: unreadable
+
+
+@dataclass
+class Recovery:
+    """What a loader found in the kernel for an unfinished load (an intent):
+    ``verdict`` "new" (the new policy is in place: ``attach`` is its record's attach
+    info), "old" (the previous policy, or nothing if there was none, is in place; what
+    the load had created is removed: ``removed``), or "other" (neither: ``detail``
+    says what is there). ``detail`` is what was checked, for the user."""
+
+    verdict: str
+    detail: str
+    attach: dict | None = None
+    removed: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Loader:
-    """One target's part: ``attach(plan, previous) -> (attach info, messages)`` (atomic;
-    LoadError leaves everything as it was), ``detach(record) -> messages`` (only what
-    pfc added), ``inspect(record) -> Inspection``. All run inside the record's
-    namespace."""
+    """One target's part, each run inside the record's namespace under the state lock:
 
-    attach: Callable[[Plan, state.Record | None], tuple[dict, list[str]]]
-    detach: Callable[[state.Record], list[str]]
+    - ``attach(plan, previous, txn) -> (attach info, messages)``: calls ``txn.begin``
+      before its first change to the kernel; a LoadError after that is followed by
+      ``recover`` (the dispatcher reports what the kernel holds then);
+    - ``detach(record, force) -> messages``: only what pfc added (what the kernel
+      shows of it: program name and tag, table handle, chains), or what sits at
+      pfc's place with ``force``;
+    - ``inspect(record) -> Inspection``;
+    - ``recover(intent) -> Recovery``: finish or roll back an unfinished load;
+    - ``retire(old, new attach) -> messages``: after a committed replace, remove what
+      the previous policy had and the new one has not (``old`` as given to ``begin``);
+    - ``discover(dev) -> attach info or None``: pfc's objects at their default place
+      (program name, table with pfc's rule comments, chain ``PFC``), for an unload
+      whose record is unreadable."""
+
+    attach: Callable[[Plan, state.Record | None, journal.Txn], tuple[dict, list[str]]]
+    detach: Callable[[state.Record, bool], list[str]]
     inspect: Callable[[state.Record], Inspection]
+    recover: Callable[[journal.Intent], Recovery]
+    retire: Callable[[dict | None, dict], list[str]]
+    discover: Callable[[str], dict | None]
+
+
+def no_retire(old: dict | None, new: dict) -> list[str]:
+    """``retire`` of a target whose swap leaves nothing of the old policy behind."""
+    return []
 
 
 def device_index(dev: str) -> int | None:

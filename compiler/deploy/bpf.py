@@ -1,29 +1,34 @@
-"""``pfc load`` for the eBPF hooks: XDP and tc (clsact ingress, cls_bpf direct action).
+"""``pfc load`` for the eBPF hooks: XDP here, tc in :mod:`pfc.deploy.tc` (both use the
+helpers of this module).
 
-The object is loaded (the verifier runs) before anything on the device changes. Its
-program and its counter map are pinned under ``PIN_ROOT/NETNS/DEV/TARGET/`` (``prog``,
-``counters``; ``PIN_ROOT`` is ``/sys/fs/bpf/pfc``, ``PFC_PIN_DIR`` overrides it), first
-as ``prog_new``/``counters_new``, renamed over the old pins once the kernel took the new
-program. The pins keep the counters readable after ``pfc load`` exits and name the
-program pfc loaded (``pfc status`` compares its id with what is attached). Measured:
-bpffs supports rename, and refuses any name with a dot with EPERM ("reserved for
-future extensions", ``bpf_lookup`` in kernel/bpf/inode.c), hence ``_new``.
+The kernel is the source of truth: pfc finds its program on the device (XDP: what
+``bpf_xdp_query`` reports; tc: the filter at pfc's handle and priority), knows it by
+id or, after a load whose record was lost, by name (``pfc_xdp``/``pfc_tc``) and tag
+(a hash of the instructions: the same policy compiles to the same tag) as recorded at
+load, and reads its counters through the program's own map ids (``bpf_prog_info``
+``map_ids`` → ``pfc_counters`` by id). Nothing is pinned: what ``pfc load`` attached
+keeps living on the device, and every command works from any mount namespace —
+``ip netns exec NS pfc ...`` (which mounts a fresh /sys, without the host's bpffs),
+``--netns NS``, a container without a bpffs.
 
-- XDP (netlink, like ``ip link set dev D xdp``): a first load attaches with
-  ``XDP_FLAGS_UPDATE_IF_NOEXIST``; a replace with ``XDP_FLAGS_REPLACE`` and the old
-  program's fd, one atomic swap (``dev_xdp_install`` under RTNL) that fails with
-  EEXIST if the attached program is not the one pfc expected. The mode stays what it
-  is: native and generic cannot be active together, so a mode change cannot be atomic
-  and is refused (unload first). Measured on Linux 6.18: a REPLACE asking for another
-  mode than the attached program's fails with EEXIST ("Active program does not match
-  expected"); native attach on a device without ``ndo_bpf`` (bridge, ...) fails with
-  EOPNOTSUPP ("Underlying driver does not support XDP in native mode").
-- tc: :mod:`pfc.deploy.tc`, on the pins and object helpers here.
+The object is loaded (the verifier runs) and its set maps filled
+(``ebpf_maps.open_filled``) before anything on the device changes; the journal entry
+(:mod:`pfc.deploy.journal`) names the old and the new program (id, tag) before the
+swap, so a load killed at any point is finished or rolled back by the next command.
 
-Counters: the new program's map starts at zero on every load (a replace too). The maps
-of large address sets are filled from the artifact's maps file right after the object
-is loaded (``ebpf_maps.open_filled``), before anything is attached; they are not
-pinned (the attached program holds them).
+XDP (netlink, like ``ip link set dev D xdp``): a first load attaches with
+``XDP_FLAGS_UPDATE_IF_NOEXIST``; a replace with ``XDP_FLAGS_REPLACE`` and the old
+program's fd, one atomic swap (``dev_xdp_install`` under RTNL) that fails with EEXIST
+if the attached program is not the one pfc expected. The mode stays what it is:
+native and generic cannot be active together, so a mode change cannot be atomic and is
+refused (unload first). Measured on Linux 6.18: a REPLACE asking for another mode than
+the attached program's fails with EEXIST ("Active program does not match expected");
+native attach on a device without ``ndo_bpf`` (bridge, ...) fails with EOPNOTSUPP.
+
+Counters (docs/load.md): per the artifact's ``counter_slots`` (every rule, the default
+and, for objects with maps filled at load, ``not_ready``); an older artifact without
+them has slots for its count rules only (slot = rule index). They start at zero on
+every load (a new program, a new map).
 """
 
 from __future__ import annotations
@@ -32,96 +37,25 @@ import contextlib
 import errno
 import os
 import tempfile
-from pathlib import Path
 
-from pfc.deploy import state
-from pfc.deploy.base import Inspection, Loader, LoadError, Plan, device_index
+from pfc.deploy import journal, state
+from pfc.deploy.base import (
+    Counters,
+    Inspection,
+    Loader,
+    LoadError,
+    Plan,
+    Recovery,
+    device_index,
+    no_retire,
+)
 from pfc.kernel import bpf, bpf_attach
 from pfc.kernel.bpf import BpfError
 
-BPFFS = "/sys/fs/bpf"
-NEW = "_new"  # suffix of pins not yet committed (no dots on bpffs)
+CHANGED = "changed outside pfc: "
 
 
-# --------------------------------------------------------------------------- pins
-
-def pin_root() -> Path:
-    return Path(os.environ.get("PFC_PIN_DIR") or f"{BPFFS}/pfc")
-
-
-def pin_dir(netns: str, dev: str, target: str) -> Path:
-    return pin_root() / netns / dev / target
-
-
-def _ensure_bpffs(directory: Path) -> None:
-    """A bpf filesystem under the pins (mounted on /sys/fs/bpf if none is), and the
-    directory itself."""
-    if str(directory).startswith(BPFFS + "/") and not bpf_attach.is_bpffs(BPFFS):
-        bpf_attach.mount_bpffs(BPFFS)
-    directory.mkdir(parents=True, exist_ok=True)
-    if not bpf_attach.is_bpffs(str(directory)):
-        raise LoadError(f"{directory} is not on a bpf filesystem",
-                        hint=f"mount one: mount -t bpf bpf {BPFFS} (or set PFC_PIN_DIR)")
-
-
-def pin_new(obj: bpf.Object, plan: Plan, directory: Path) -> dict[str, str]:
-    """Pin program and counter map as ``*_new``; the final names they will get."""
-    _ensure_bpffs(directory)
-    meta = plan.artifact.meta
-    pins = {"prog": str(directory / "prog")}
-    if meta.get("counters"):
-        pins["counters"] = str(directory / "counters")
-    fds = {"prog": obj.programs[meta["program"]].fd}
-    if "counters" in pins:
-        fds["counters"] = obj.maps[meta["counters"]].fd
-    for key, final in pins.items():
-        Path(final + NEW).unlink(missing_ok=True)
-        bpf_attach.obj_pin(fds[key], final + NEW)
-    return pins
-
-
-def commit_pins(pins: dict[str, str], directory: Path) -> None:
-    """Rename the new pins over the old ones (bpffs supports rename); drop an old
-    counter pin the new program does not have."""
-    for final in pins.values():
-        os.replace(final + NEW, final)
-    if "counters" not in pins:
-        (directory / "counters").unlink(missing_ok=True)
-
-
-def drop_pins(pins: dict[str, str], suffix: str = "") -> None:
-    for final in pins.values():
-        Path(final + suffix).unlink(missing_ok=True)
-
-
-def remove_pins(directory: Path) -> None:
-    """Unpin everything pfc pinned for one (netns, dev, target) and the directories
-    left empty, up to the pin root."""
-    for name in ("prog", "counters", "prog" + NEW, "counters" + NEW):
-        (directory / name).unlink(missing_ok=True)
-    root = pin_root()
-    for d in (directory, directory.parent, directory.parent.parent, root):
-        with contextlib.suppress(OSError):
-            d.rmdir()
-
-
-def read_counters(record: state.Record) -> dict[int, tuple[int, int]] | None:
-    """The count rules' (packets, bytes) from the pinned map; {} without count rules,
-    None if the pin is gone."""
-    pin, rules = record.attach.get("counters_pin"), record.attach.get("count_rules", [])
-    if not pin:
-        return {}
-    try:
-        fd = bpf_attach.obj_get(pin)
-    except OSError:
-        return None
-    try:
-        return bpf_attach.read_u64_pairs(fd, rules)
-    finally:
-        os.close(fd)
-
-
-# ----------------------------------------------------------------------- objects
+# ----------------------------------------------------------------------- programs
 
 def open_object(plan: Plan) -> bpf.Object:
     """Load the artifact's ELF object and fill its set maps (``ebpf_maps.open_filled``):
@@ -134,8 +68,7 @@ def open_object(plan: Plan) -> bpf.Object:
         return ebpf_maps.open_filled(artifact)
     except BpfError as exc:
         raise LoadError(f"the kernel refused program {artifact.meta['program']}: "
-                        f"{os.strerror(exc.errno)}; nothing was changed",
-                        hint=_log_hint(exc)) from None
+                        f"{os.strerror(exc.errno)}", hint=_log_hint(exc)) from None
 
 
 def _log_hint(exc: BpfError) -> str:
@@ -148,6 +81,74 @@ def _log_hint(exc: BpfError) -> str:
             "refuses is a pfc bug: please report it with the policy")
 
 
+def counter_slots(meta: dict) -> dict:
+    """``{"rules": {index: slot}, "default": slot|None, "not_ready": slot|None}`` from
+    the artifact (contract: ``meta["counter_slots"]``), or the count rules' slots of an
+    artifact that predates it (slot = rule index)."""
+    slots = meta.get("counter_slots")
+    if not slots:
+        return {"rules": {str(i): i for i in meta.get("count_rules", [])},
+                "default": None, "not_ready": None}
+    return {"rules": {str(k): int(v) for k, v in slots.get("rules", {}).items()},
+            "default": slots.get("default"), "not_ready": slots.get("not_ready")}
+
+
+def new_identity(plan: Plan, obj: bpf.Object) -> dict:
+    """What a load records of its program: id, tag, name, and how to read counters."""
+    meta = plan.artifact.meta
+    info = bpf_attach.prog_info(obj.programs[meta["program"]].fd)
+    return {"prog_id": info.id, "prog_tag": info.tag, "prog_name": info.name,
+            "counters": meta.get("counters"), "counter_slots": counter_slots(meta),
+            "ready_map": meta.get("ready_map")}
+
+
+def is_ours(info: bpf_attach.ProgInfo | None, attach: dict) -> bool:
+    """The program pfc recorded: the same id, or the same name and tag."""
+    if info is None:
+        return False
+    return info.id == attach.get("prog_id") or \
+        (info.name, info.tag) == (attach.get("prog_name"), attach.get("prog_tag"))
+
+
+def describe(prog_id: int) -> str:
+    info = bpf_attach.prog_info_by_id(prog_id)
+    if info is None:
+        return f"program id {prog_id}"
+    return f"program id {prog_id} (`{info.name or '?'}`, tag {info.tag})"
+
+
+def read_counters(prog_id: int | None, attach: dict) -> Counters | None:
+    """Per rule index (and "default", "not_ready"): (packets, bytes) summed over CPUs,
+    read from program ``prog_id``'s counter map found by its map ids; {} for a program
+    without counters, None if the program or its map is gone."""
+    name = attach.get("counters") or ("pfc_counters" if attach.get("counters_pin") else None)
+    slots = attach.get("counter_slots") or \
+        counter_slots({"count_rules": attach.get("count_rules", [])})
+    if not name:
+        return {}
+    fd = bpf_attach.prog_map_fd(prog_id, name) if prog_id else None
+    if fd is None:
+        return None
+    keys: dict[int | str, int] = {int(k): v for k, v in slots["rules"].items()}
+    keys |= {k: slots[k] for k in ("default", "not_ready") if slots.get(k) is not None}
+    try:
+        values = bpf_attach.read_u64_pairs(fd, sorted(set(keys.values())))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return {key: values[slot] for key, slot in keys.items()}
+
+
+def discover(prog_id: int, name: str) -> dict | None:
+    """The attach info of program ``prog_id`` if it is named ``name`` (pfc's)."""
+    info = bpf_attach.prog_info_by_id(prog_id) if prog_id else None
+    if info is None or info.name != name:
+        return None
+    return {"prog_id": info.id, "prog_tag": info.tag, "prog_name": info.name,
+            "counters": "pfc_counters", "counter_slots": None}
+
+
 def _prog_fd(prog_id: int) -> int:
     try:
         return bpf_attach.prog_fd_by_id(prog_id)
@@ -155,49 +156,38 @@ def _prog_fd(prog_id: int) -> int:
         raise LoadError(f"cannot open the attached program id {prog_id}: {exc}") from None
 
 
-def prog_name(prog_id: int) -> str:
-    with contextlib.suppress(OSError):
-        fd = bpf_attach.prog_fd_by_id(prog_id)
-        try:
-            return bpf_attach.prog_info(fd).name or "?"
-        finally:
-            os.close(fd)
-    return "?"
-
-
-def base_info(plan: Plan, obj: bpf.Object, pins: dict[str, str]) -> dict:
-    meta = plan.artifact.meta
-    info = bpf_attach.prog_info(obj.programs[meta["program"]].fd)
-    return {"prog_id": info.id, "prog_tag": info.tag, "prog_name": info.name,
-            "prog_pin": pins["prog"], "counters_pin": pins.get("counters"),
-            "count_rules": list(meta.get("count_rules", [])),
-            "pin_dir": str(Path(pins["prog"]).parent)}
+def foreign(what: str, prog_id: int, previous: state.Record | None) -> str:
+    """The refusal's text for a program pfc has no record of."""
+    info = bpf_attach.prog_info_by_id(prog_id)
+    text = f"{what} ({describe(prog_id)}) and pfc did not load it"
+    if info is not None and info.name.startswith("pfc_") and previous is None:
+        text += " (the name is pfc's: loaded by hand, or pfc's records were lost)"
+    return text
 
 
 # --------------------------------------------------------------------------- XDP
 
-def _xdp_old(plan: Plan, previous: state.Record | None,
+def _xdpold_identity(plan: Plan, previous: state.Record | None,
              now: bpf_attach.XdpState) -> tuple[int | None, str | None, list[str]]:
     """What to replace: (prog id or None, mode to attach in, messages)."""
     if not now.prog_id:
-        gone = [f"note: pfc's previous XDP program (id {previous.attach['prog_id']}) had "
-                f"been detached from {plan.dev} by someone else"] if previous else []
+        gone = [f"note: pfc's previous XDP program (id {previous.attach.get('prog_id')}) "
+                f"had been detached from {plan.dev} outside pfc"] if previous else []
         return None, plan.mode, gone
-    ours = previous is not None and previous.attach.get("prog_id") == now.prog_id
     if plan.mode and plan.mode != now.mode:
         raise LoadError(f"an XDP program is attached to {plan.dev} in {now.mode} mode; "
                         f"switching to {plan.mode} cannot be atomic",
                         hint=f"keep --mode {now.mode}, or unload first "
                              "(traffic is unfiltered in between)")
-    if ours:
+    info = bpf_attach.prog_info_by_id(now.prog_id)
+    if previous is not None and is_ours(info, previous.attach):
         return now.prog_id, now.mode, []
-    name = prog_name(now.prog_id)
     if not plan.force:
-        raise LoadError(f"XDP program id {now.prog_id} (`{name}`) is attached to "
-                        f"{plan.dev} in {now.mode} mode and pfc did not load it",
+        raise LoadError(foreign(f"an XDP program is attached to {plan.dev} in {now.mode} "
+                                "mode", now.prog_id, previous),
                         hint="--force replaces it (atomically)")
-    return now.prog_id, now.mode, [f"replaced XDP program id {now.prog_id} (`{name}`), "
-                                   "which pfc had not loaded (--force)"]
+    return now.prog_id, now.mode, [f"replaced XDP {describe(now.prog_id)}, which pfc had "
+                                   "not loaded (--force)"]
 
 
 def _xdp_error(exc: OSError, plan: Plan, mode: str | None) -> LoadError:
@@ -205,81 +195,122 @@ def _xdp_error(exc: OSError, plan: Plan, mode: str | None) -> LoadError:
         return LoadError(f"the driver of {plan.dev} does not support native XDP",
                          hint="use --mode generic")
     if exc.errno == errno.EEXIST:
-        return LoadError(f"the XDP program on {plan.dev} changed while pfc was loading; "
-                         "nothing was changed", hint="run pfc load again")
+        return LoadError(f"the XDP program on {plan.dev} changed while pfc was loading",
+                         hint="run pfc load again")
     if exc.errno == errno.EBUSY:
         return LoadError(f"an XDP program is attached to {plan.dev} through a bpf_link "
-                         "or appeared while pfc was loading; nothing was changed",
+                         "or appeared while pfc was loading",
                          hint="detach it with the tool that attached it")
     first = str(exc).splitlines()[-1] if str(exc) else os.strerror(exc.errno)
     return LoadError(f"XDP attach to {plan.dev} failed: {os.strerror(exc.errno)} "
-                     f"({first}); nothing was changed",
-                     hint="try --mode generic" if mode != "generic" else None)
+                     f"({first})", hint="try --mode generic" if mode != "generic" else None)
 
 
-def xdp_attach(plan: Plan, previous: state.Record | None) -> tuple[dict, list[str]]:
-    directory = pin_dir(plan.netns, plan.dev, "xdp")
+def xdp_attach(plan: Plan, previous: state.Record | None,
+               txn: journal.Txn) -> tuple[dict, list[str]]:
     with open_object(plan) as obj:
+        new = new_identity(plan, obj)
         now = bpf_attach.xdp_query(plan.ifindex)
-        old_id, mode, messages = _xdp_old(plan, previous, now)
-        pins = pin_new(obj, plan, directory)
+        old_id, mode, messages = _xdpold_identity(plan, previous, now)
+        txn.begin(old_identity(old_id), new)
         old_fd = _prog_fd(old_id) if old_id else None
         try:
             bpf_attach.xdp_attach(plan.ifindex, obj.programs[plan.artifact.meta["program"]].fd,
                                   mode, old_fd)
         except OSError as exc:
-            drop_pins(pins, NEW)
             raise _xdp_error(exc, plan, mode) from None
         finally:
             if old_fd is not None:
                 os.close(old_fd)
-        commit_pins(pins, directory)
-        info = base_info(plan, obj, pins)
-    info["mode"] = bpf_attach.xdp_query(plan.ifindex).mode
-    return info, messages
+        txn.step("swapped")
+    return new | {"mode": bpf_attach.xdp_query(plan.ifindex).mode}, messages
 
 
-def xdp_detach(record: state.Record) -> list[str]:
+def old_identity(prog_id: int | None) -> dict | None:
+    """What the journal records of the program a load replaces (None: nothing)."""
+    info = bpf_attach.prog_info_by_id(prog_id) if prog_id else None
+    return {"prog_id": prog_id, "prog_tag": info.tag if info else None} if prog_id else None
+
+
+def xdp_detach(record: state.Record, force: bool = False) -> list[str]:
     index = device_index(record.dev)
-    out = []
     if index is None:
-        out.append(f"device {record.dev} is gone (and its XDP program with it)")
-    else:
-        out.append(_xdp_detach_ours(record, index))
-    remove_pins(Path(record.attach["pin_dir"]))
-    return out
-
-
-def _xdp_detach_ours(record: state.Record, index: int) -> str:
+        return [f"device {record.dev} is gone (and its XDP program with it)"]
     now = bpf_attach.xdp_query(index)
-    ours = record.attach["prog_id"]
-    if now.prog_id != ours:
-        what = f"program id {now.prog_id}" if now.prog_id else "no program"
-        return (f"pfc's XDP program (id {ours}) was no longer attached to {record.dev} "
-                f"({what} is); left it as it is")
-    fd = bpf_attach.obj_get(record.attach["prog_pin"])
+    ours = record.attach.get("prog_id")
+    if not now.prog_id:
+        return [f"pfc's XDP program (id {ours}) was no longer attached to {record.dev}; "
+                "nothing to remove"]
+    if not (is_ours(bpf_attach.prog_info_by_id(now.prog_id), record.attach) or force):
+        return [f"XDP {describe(now.prog_id)} is attached to {record.dev}, not pfc's "
+                f"(id {ours}); left it as it is (--force removes it)"]
+    fd = _prog_fd(now.prog_id)
     try:
         bpf_attach.xdp_detach(index, now.mode if now.mode in ("native", "generic")
                               else None, fd)
     finally:
         os.close(fd)
-    return f"detached XDP program id {ours} from {record.dev}"
+    return [f"detached XDP program id {now.prog_id} from {record.dev}"]
+
+
+def health(record: state.Record, what: str, now: int | None) -> Inspection:
+    """The health of an eBPF record whose place on the device holds program ``now``."""
+    a, ours = record.attach, record.attach.get("prog_id")
+    info = bpf_attach.prog_info_by_id(now) if now else None
+    counters = read_counters(now if is_ours(info, a) else ours, a)
+    if now and now == ours:
+        return Inspection("ok", f"{what}, program id {ours} (tag {a.get('prog_tag')})",
+                          counters)
+    if is_ours(info, a):
+        return Inspection("changed", f"{CHANGED}pfc's program (same name and tag) is "
+                          f"attached as id {now}, not the id {ours} pfc recorded", counters)
+    if not now:
+        return Inspection("vanished", f"{CHANGED}pfc's {what} (program id {ours}) was "
+                          f"removed from {record.dev}", counters)
+    return Inspection("changed", f"{CHANGED}{describe(now)} sits at pfc's place "
+                      f"({what}), not pfc's id {ours}", counters)
 
 
 def xdp_inspect(record: state.Record) -> Inspection:
-    counters = read_counters(record)
     index = device_index(record.dev)
     if index is None:
-        return Inspection("vanished", f"device {record.dev} no longer exists", counters)
+        return Inspection("vanished", f"device {record.dev} no longer exists", None)
     now = bpf_attach.xdp_query(index)
-    ours = record.attach["prog_id"]
-    if now.prog_id == ours:
-        return Inspection("ok", f"XDP program id {ours} attached ({now.mode})", counters)
-    if not now.prog_id:
-        return Inspection("vanished", f"no XDP program on {record.dev}: pfc's (id {ours}) "
-                          "was detached", counters)
-    return Inspection("changed", f"XDP program id {now.prog_id} (`{prog_name(now.prog_id)}`)"
-                      f" is attached, not pfc's id {ours}", counters)
+    found = health(record, f"XDP ({now.mode or record.attach.get('mode')})", now.prog_id)
+    return found
 
 
-LOADERS = {"xdp": Loader(xdp_attach, xdp_detach, xdp_inspect)}
+def recover_prog(intent: journal.Intent, now: int | None, what: str) -> Recovery:
+    """The verdict on an unfinished eBPF load whose place holds program ``now``."""
+    new, old = intent.new, (intent.old or {}).get("prog_id")
+    if now and now == new.get("prog_id"):
+        return Recovery("new", f"{what}: the new program id {now} is attached",
+                        attach=dict(new))
+    if (now or None) == old:
+        held = f"the previous program id {old} is attached" if old else "nothing is attached"
+        return Recovery("old", f"{what}: {held}")
+    return Recovery("other", f"{what}: {describe(now) if now else 'nothing'} is attached")
+
+
+def xdp_recover(intent: journal.Intent) -> Recovery:
+    index = device_index(intent.dev)
+    if index is None:
+        return Recovery("other", f"device {intent.dev} no longer exists")
+    now = bpf_attach.xdp_query(index)
+    found = recover_prog(intent, now.prog_id, f"XDP on {intent.dev}")
+    if found.attach is not None:
+        found.attach["mode"] = now.mode
+    return found
+
+
+def xdp_discover(dev: str) -> dict | None:
+    index = device_index(dev)
+    if index is None:
+        return None
+    with contextlib.suppress(OSError):
+        return discover(bpf_attach.xdp_query(index).prog_id, "pfc_xdp")
+    return None
+
+
+LOADERS = {"xdp": Loader(xdp_attach, xdp_detach, xdp_inspect, xdp_recover, no_retire,
+                         xdp_discover)}

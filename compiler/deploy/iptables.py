@@ -1,131 +1,64 @@
-"""``pfc load --target iptables``: pfc's own chain, filled by ``iptables-restore --noflush``.
+"""``pfc load --target iptables``: IPv4 and IPv6 rules (and ipsets) from one policy,
+switched together, never a mix.
 
-The artifact (docs/iptables.md) has, per family, a main restore file (``:PFC - [0:0]``
-creates or flushes pfc's chain, the jump from the base chain is deleted and inserted
-again at position 1, then the rules), an ``.init`` file (the chain and the first jump:
-needed on the first load only, since ``-D`` of a missing jump fails the whole restore)
-and, when the policy has lists, an ``ipset restore`` file (sets created if missing,
-filled under a temporary name and swapped in).
+Layout (:mod:`pfc.deploy.ipt_text`): base chain → switch chain ``PFC`` (one rule,
+``-g PFC.N``) → generation chain ``PFC.N`` with the rules, sets ``NAME.gN``. A load:
 
-A load: the sets (``ipset restore``), then per family the ``.init`` file when the jump
-is not there yet (``iptables -C``), then the main file: each restore is one atomic
-commit, so a replace swaps pfc's rules with no gap and counters start at zero. The
-tools are the system's iptables flavour (``iptables -V``: nf_tables or legacy), so pfc's
-chain lives where the user's other rules live. If a step fails, what was done is
-undone: sets get their old members back, each family its previous rules *and counters*
-(saved with ``iptables-save -c`` before, put back with ``iptables-restore --counters``),
-a chain and jump this load created are removed; the
-error names the step. An existing chain of that name that pfc did not load is refused
-unless ``--force``.
+1. the journal entry: old generation per family, the new one, its chains and sets;
+2. ``ipset restore`` creates the new generation's sets (fresh names: pfc never takes
+   over a set it did not create, whatever its type);
+3. per family, one ``iptables-restore --noflush`` creates ``PFC.N`` with the rules
+   (nothing jumps there yet: traffic still meets the old rules);
+4. the switch: both families' switch chains rewritten to ``-g PFC.N`` (and the jump
+   from the base chain inserted first, on a first load) by one child process, in its
+   own session, that inherits the state lock: a SIGKILL or Ctrl-C of pfc cannot stop
+   it between the two families, and the next pfc command waits for it (the lock);
+5. the record; then the old generation's chains and sets are removed.
 
-Unload: per family ``-D`` the jump, ``-F`` and ``-X`` pfc's chain (one restore), then
-``ipset destroy`` of the sets pfc created. Counters: ``iptables-save -c`` of pfc's chain,
-each line's counters added to the rule it belongs to (``meta["lines"]``): every rule,
-terminal ones too (a terminal rule counts the packets it decided).
+A failure or a kill before 4 leaves the old policy in force and the next command (or
+the failing load itself) removes what was built; after 4 the next command finishes
+the load. Counters: ``iptables-save -c`` of the generation chain, each line's counters
+added to its rule (``meta["lines"]``); the default's line, or one pfc adds at the end
+of the chain when the policy's default pass has none, counts the default. The tools
+are the system's flavour (``iptables -V``: nf_tables or legacy).
+
+Unload: per family the jump, the switch chain and pfc's generation chains (one
+restore), then pfc's sets (``ipset destroy``), then an iptables-nft table pfc's first
+load created if nothing else is left in it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-import shutil
-import subprocess
 
-from pfc.deploy import state
-from pfc.deploy.base import Inspection, Loader, LoadError, Plan
+from pfc.deploy import ipt_text as tx
+from pfc.deploy import journal, state
+from pfc.deploy.base import Inspection, Loader, LoadError, Plan, Recovery, device_index
+from pfc.deploy.ipt_kernel import (
+    CHANGED,
+    FILES,
+    HOOKS,
+    NAMES,
+    TOOLS,
+    Failed,
+    Family,
+    call,
+    destroy_sets,
+    drop_base,
+    drop_table,
+    family_state,
+    has_base,
+    has_table,
+    restore,
+    sets_present,
+    states,
+    switch,
+    system_flavour,
+    tool,
+)
 
-TOOLS = {4: "iptables", 6: "ip6tables"}
-NAMES = {4: "IPv4", 6: "IPv6"}
-_NFT_FAMILY = {4: "ip", 6: "ip6"}
-FILES = {4: ("init4", "ipv4"), 6: ("init6", "ipv6")}
-_COUNTER = re.compile(r"^\[(\d+):(\d+)\] -A (\S+)")
-
-
-class _Failed(Exception):
-    """A tool exited non-zero: its command and stderr."""
-
-
-def _call(argv: list[str], text: str | None = None) -> str:
-    try:
-        proc = subprocess.run(argv, input=text, capture_output=True, text=True)
-    except FileNotFoundError:
-        raise _Failed(f"`{argv[0]}` is not installed") from None
-    if proc.returncode:
-        raise _Failed(f"`{' '.join(argv[:3])}` failed: "
-                      f"{proc.stderr.strip().splitlines()[-1:] or ['(no message)']}")
-    return proc.stdout
-
-
-def _ok(argv: list[str]) -> bool:
-    return subprocess.run(argv, capture_output=True).returncode == 0
-
-
-def system_flavour() -> str:
-    """``nft`` or ``legacy``: what the system's ``iptables`` is (``iptables -V``)."""
-    if shutil.which("iptables") is None:
-        raise LoadError("iptables is not installed", hint="apt install iptables")
-    out = subprocess.run(["iptables", "-V"], capture_output=True, text=True).stdout
-    return "legacy" if "legacy" in out else "nft"
-
-
-def _tool(family: int, flavour: str, what: str = "") -> str:
-    return f"{TOOLS[family]}-{flavour}" + (f"-{what}" if what else "")
-
-
-def _jump(where: dict) -> list[str]:
-    return (["-i", where["dev"]] if where.get("dev") else []) + ["-j", where["chain"]]
-
-
-def _has_chain(family: int, where: dict) -> bool:
-    return _ok([_tool(family, where["flavour"]), "-t", where["table"], "-S", where["chain"]])
-
-
-def _has_jump(family: int, where: dict) -> bool:
-    return _ok([_tool(family, where["flavour"]), "-t", where["table"], "-C", where["base"],
-                *_jump(where)])
-
-
-def _restore(family: int, flavour: str, text: str) -> None:
-    _call([_tool(family, flavour, "restore"), "--noflush"], text)
-
-
-# ---------------------------------------------------------------------------- sets
-
-def _save_sets(names: list[str]) -> dict[str, str | None]:
-    """Members of the sets that exist now (``ipset save``), None for missing ones."""
-    out = {}
-    for name in names:
-        try:
-            out[name] = _call(["ipset", "save", name])
-        except _Failed:
-            out[name] = None
-    return out
-
-
-def _restore_sets(saved: dict[str, str | None]) -> None:
-    """Undo an ``ipset restore``: old members back, sets that were missing destroyed."""
-    for name, text in saved.items():
-        with contextlib.suppress(_Failed):
-            if text is None:
-                _call(["ipset", "destroy", name])
-            else:
-                adds = "".join(ln + "\n" for ln in text.splitlines() if ln.startswith("add "))
-                _call(["ipset", "restore"], f"flush {name}\n{adds}")
-
-
-def _destroy_sets(names: list[str]) -> list[str]:
-    out = []
-    for name in names:
-        try:
-            _call(["ipset", "destroy", name])
-            out.append(f"destroyed ipset {name}")
-        except _Failed as exc:
-            if _ok(["ipset", "list", "-n", name]):
-                out.append(f"kept ipset {name}: {exc} (still referenced?)")
-    return out
-
-
-# ---------------------------------------------------------------------------- attach
+# -------------------------------------------------------------------------- attach
 
 def _where(plan: Plan, flavour: str) -> dict:
     meta = plan.artifact.meta
@@ -133,7 +66,8 @@ def _where(plan: Plan, flavour: str) -> dict:
             "dev": meta["dev"], "flavour": flavour, "notrack": meta["notrack"]}
 
 
-def _check_conflicts(plan: Plan, where: dict, previous: state.Record | None) -> list[str]:
+def _check_conflicts(plan: Plan, where: dict, previous: state.Record | None,
+                     now: dict[int, Family]) -> list[str]:
     for other in state.records(plan.netns):
         a = other.attach
         if other.target == "iptables" and other.dev != plan.dev and \
@@ -143,210 +77,325 @@ def _check_conflicts(plan: Plan, where: dict, previous: state.Record | None) -> 
                             hint="use another --table NAME for this device")
     ours = previous is not None and (previous.attach.get("table"), previous.attach.get(
         "chain")) == (where["table"], where["chain"])
-    found = [NAMES[f] for f in TOOLS if _has_chain(f, where)]
+    found = [NAMES[f] for f in TOOLS if now[f].switch]
     if not found or ours:
         return []
     if not plan.force:
         raise LoadError(f"chain {where['chain']} already exists in table {where['table']} "
                         f"({', '.join(found)}) and pfc did not load it",
-                        hint="--force replaces its rules with the policy's, or use "
-                             "--table NAME for another chain")
+                        hint="--force replaces its rules with a jump to the policy's, or "
+                             "use --table NAME for another chain")
     return [f"replaced the rules of chain {where['chain']} ({', '.join(found)}), which "
             "pfc had not loaded (--force)"]
 
 
-def ipt_attach(plan: Plan, previous: state.Record | None) -> tuple[dict, list[str]]:
-    flavour = system_flavour()
-    where = _where(plan, flavour)
-    messages = _check_conflicts(plan, where, previous)
-    files, meta = plan.artifact.files, plan.artifact.meta
-    texts = {f: files[meta["files"][FILES[f][1]]].decode() for f in TOOLS}
-    saved = _save_sets(meta["sets"])
-    if meta["files"]["ipset"]:
+def _next_gen(where: dict, previous: state.Record | None, now: dict[int, Family],
+              sets: list[str]) -> int:
+    """The generation after the previous one whose chains and sets are all unused."""
+    start = (previous.attach.get("gen") or 0) if previous else 0
+    taken_chains = set().union(*(f.chains for f in now.values()))
+    taken_sets = sets_present()
+    for step in range(1, tx.GENERATIONS):
+        gen = (start + step - 1) % (tx.GENERATIONS - 1) + 1
+        chain = tx.gen_chain(where["chain"], gen)
+        if {chain, chain + tx.NOTRACK} & taken_chains or \
+                set(tx.gen_sets(sets, gen).values()) & taken_sets:
+            continue
+        return gen
+    raise LoadError(f"every generation name of chain {where['chain']} is in use",
+                    hint="remove stale chains PFC.* by hand")
+
+
+def _family_text(plan: Plan, family: int, chains: dict[str, str], sets: dict[str, str]) \
+        -> tuple[str, list]:
+    """The restore text creating this generation's chain(s) for ``family``, and the
+    owner (rule index, None for the default) of each line of the main chain."""
+    meta = plan.artifact.meta
+    text = plan.artifact.files[meta["files"][FILES[family]]].decode()
+    lines = tx.rule_lines(text, meta["table"], set(chains))
+    owners = list(meta["lines"][NAMES[family]])
+    main = [ln for ln in lines if tx.chain_of(ln) == meta["chain"]]
+    if len(main) != len(owners):
+        raise LoadError(f"the artifact's {NAMES[family]} rules ({len(main)} lines of chain "
+                        f"{meta['chain']}) do not match its line table ({len(owners)})",
+                        hint="a pfc bug: please report it with the policy")
+    if not any(o is None or o == "default" for o in owners):
+        lines.append(f"-A {meta['chain']}")  # counts the default pass
+        owners.append(None)
+    lines = [tx.rewrite(ln, chains, sets) for ln in lines]
+    return tx.chain_text(meta["table"], sorted(set(chains.values())), lines), owners
+
+
+def _prepare(plan: Plan, previous: state.Record | None, where: dict,
+             now: dict[int, Family]) -> tuple[dict, dict[int, str], str]:
+    """The next generation: its attach info (the record's), per family the restore
+    text creating its chains, and the ipset text creating its sets."""
+    meta = plan.artifact.meta
+    gen = _next_gen(where, previous, now, meta["sets"])
+    chain = tx.gen_chain(where["chain"], gen)
+    chains = {where["chain"]: chain} | ({where["chain"] + tx.NOTRACK: chain + tx.NOTRACK}
+                                        if where["notrack"] else {})
+    sets = tx.gen_sets(meta["sets"], gen)
+    built = {f: _family_text(plan, f, chains, sets) for f in TOOLS}
+    made = {NAMES[f] for f in TOOLS if not has_table(f, where)}
+    bases = {NAMES[f] for f in TOOLS if NAMES[f] not in made and not has_base(f, where)}
+    if previous:
+        made |= set(previous.attach.get("created_tables", []))
+        bases |= set(previous.attach.get("created_bases", []))
+    new = where | {"gen": gen, "gen_chain": chain, "sets": sorted(sets.values()),
+                   "lines": {NAMES[f]: built[f][1] for f in TOOLS},
+                   "created_tables": sorted(made), "created_bases": sorted(bases)}
+    return new, {f: built[f][0] for f in TOOLS}, _set_text(plan, sets)
+
+
+def ipt_attach(plan: Plan, previous: state.Record | None,
+               txn: journal.Txn) -> tuple[dict, list[str]]:
+    where = _where(plan, system_flavour())
+    now = states(where)
+    messages = _check_conflicts(plan, where, previous, now)
+    new, texts, set_text = _prepare(plan, previous, where, now)
+    txn.begin({"targets": {NAMES[f]: now[f].target for f in TOOLS},
+               "previous": previous.attach if previous else None}, new)
+    if set_text:
         try:
-            _call(["ipset", "restore"], files[meta["files"]["ipset"]].decode())
-        except _Failed as exc:
-            _restore_sets(saved)
-            raise LoadError(f"ipset restore failed: {exc}; nothing was changed",
-                            hint="a set that grew past its maxelem needs `ipset destroy "
-                                 "NAME` first (docs/iptables.md)") from None
-    fresh = [f for f in TOOLS if not _has_table(f, where)]
-    _apply_families(plan, where, texts, saved)
-    if previous is not None:
-        messages += _retire(previous, where, meta["sets"])
-    made = sorted(set(fresh) | set(previous.attach.get("created_tables", []) if previous
-                                   else []))
-    info = where | {"sets": list(meta["sets"]), "lines": meta["lines"],
-                    "created_tables": made}
-    return info, messages
-
-
-def _has_table(family: int, where: dict) -> bool:
-    """iptables-nft keeps each table as an nftables table (``ip raw``, ``ip6 raw``),
-    created by the first rule; legacy tables always exist (kernel modules)."""
-    if where["flavour"] != "nft":
-        return True
-    return _nft(f"list table {_NFT_FAMILY[family]} {where['table']}")
-
-
-def _nft(command: str) -> bool:
-    import nftables
-
-    nft = nftables.Nftables()
-    rc, _, _ = nft.cmd(command)
-    return rc == 0
-
-
-def _drop_table(family: int, where: dict) -> str | None:
-    """Delete an iptables-nft table pfc's first load created, if nothing but empty
-    built-in chains with policy ACCEPT is left in it."""
-    text = _call([_tool(family, where["flavour"], "save"), "-t", where["table"]])
-    chains = re.findall(r"^:(\S+) (\S+)", text, re.MULTILINE)
-    if any(line.startswith("-A ") for line in text.splitlines()) or \
-            any(policy != "ACCEPT" for _, policy in chains):
-        return None
-    if _nft(f"delete table {_NFT_FAMILY[family]} {where['table']}"):
-        return f"deleted the empty {NAMES[family]} table {where['table']} pfc's load created"
-    return None
-
-
-def _apply_families(plan: Plan, where: dict, texts: dict[int, str], saved: dict) -> None:
-    """Init (when the jump is missing) and main file per family; on a failure every
-    family gets back what it had, counters included (:func:`_snapshot`)."""
-    files, meta = plan.artifact.files, plan.artifact.meta
-    before = {f: _snapshot(f, where) for f in TOOLS}
-    for family in TOOLS:
+            call(["ipset", "restore"], set_text)
+        except Failed as exc:
+            raise LoadError(f"ipset restore failed: {exc}",
+                            hint="check the sets with `pfc compile --target iptables`") \
+                from None
+        txn.step("sets")
+    for f in TOOLS:
         try:
-            if not _has_jump(family, where):
-                _restore(family, where["flavour"], files[meta["files"][FILES[family][0]]]
-                         .decode())
-            _restore(family, where["flavour"], texts[family])
-        except _Failed as exc:
-            for fam in [f for f in TOOLS if f <= family]:
-                _undo_family(fam, where, before[fam])
-            _restore_sets(saved)
-            raise LoadError(f"{_tool(family, where['flavour'], 'restore')} refused the "
-                            f"{NAMES[family]} rules: {exc}; the previous state was restored",
+            restore(f, where["flavour"], texts[f])
+        except Failed as exc:
+            raise LoadError(f"{tool(f, where['flavour'], 'restore')} refused the "
+                            f"{NAMES[f]} rules: {exc}",
                             hint="check the rules with `pfc compile --target iptables`") \
                 from None
+    txn.step("chains")
+    _switch_all(new, now)
+    txn.step("switched")
+    return new, messages
 
 
-def _snapshot(family: int, where: dict) -> tuple[list[str], bool] | None:
-    """pfc's chain as it is now, with counters (``iptables-save -c``), and whether the
-    jump is there; None if there is no chain."""
-    if not _has_chain(family, where):
-        return None
-    text = _call([_tool(family, where["flavour"], "save"), "-c", "-t", where["table"]])
-    rules = [ln for ln in text.splitlines() if (m := _COUNTER.match(ln))
-             and m.group(3) == where["chain"]]
-    return rules, _has_jump(family, where)
+def _set_text(plan: Plan, sets: dict[str, str]) -> str:
+    meta = plan.artifact.meta
+    if not meta["files"].get("ipset"):
+        return ""
+    parts = tx.set_parts(plan.artifact.files[meta["files"]["ipset"]].decode(), meta["sets"])
+    missing = sorted(set(meta["sets"]) - set(parts))
+    if missing:
+        raise LoadError(f"the artifact's ipset file does not create {', '.join(missing)}",
+                        hint="a pfc bug: please report it with the policy")
+    return tx.set_text(parts, sets)
 
 
-def _undo_family(family: int, where: dict, before: tuple[list[str], bool] | None) -> None:
-    """Put back the chain's rules and counters as :func:`_snapshot` saw them (one
-    ``restore --counters``), or remove the chain this load created."""
-    with contextlib.suppress(_Failed):
-        if before is None:
-            _remove_family(family, where)
-            return
-        rules, had_jump = before
-        lines = [f"*{where['table']}", f":{where['chain']} - [0:0]"]
-        if not had_jump and _has_jump(family, where):
-            lines.append(" ".join(["-D", where["base"], *_jump(where)]))
-        lines += rules + ["COMMIT", ""]
-        _call([_tool(family, where["flavour"], "restore"), "--noflush", "--counters"],
-              "\n".join(lines))
+def _switch_all(new: dict, now: dict[int, Family]) -> None:
+    """Both families' switch chains to the new generation, in one child process."""
+    texts = {f: tx.switch_text(new, new["gen_chain"], not now[f].jump) for f in TOOLS}
+    try:
+        switch(new["flavour"], texts)
+    except Failed as exc:
+        raise LoadError(f"switching to the new rules failed: {exc}",
+                        hint="run pfc load again") from None
 
 
-def _retire(previous: state.Record, where: dict, sets: list[str]) -> list[str]:
-    """After a successful replace: what the previous load had and this one has not
-    (another chain when --table changed, sets no longer used)."""
-    old = previous.attach
+# --------------------------------------------------------------- retire, recover
+
+def _remove(family: int, where: dict, chains: list[str]) -> None:
+    """Flush and delete those of ``chains`` that exist (one restore)."""
+    present = family_state(family, where).chains
+    gone = [c for c in chains if c in present]
+    if gone:
+        restore(family, where["flavour"], tx.remove_text(where["table"], gone))
+
+
+def _with_notrack(chains: list[str | None]) -> list[str]:
+    """The chains and their ``-notrack`` twins, once each, in order."""
+    return list(dict.fromkeys(x for c in chains if c for x in (c, c + tx.NOTRACK)))
+
+
+def ipt_retire(old: dict | None, new: dict) -> list[str]:
+    """Remove the previous generation (and the previous switch chain after a
+    ``--table``/hook change); its sets the new one does not share."""
+    old = old or {}
+    prev = old.get("previous") or {}
     out = []
-    if (old.get("table"), old.get("chain")) != (where["table"], where["chain"]):
-        for family in TOOLS:
-            with contextlib.suppress(_Failed):
-                _remove_family(family, old)
-        out.append(f"removed pfc's previous chain {old['chain']} (table {old['table']})")
-    return out + _destroy_sets([s for s in old.get("sets", []) if s not in sets])
+    same = prev and (prev.get("table"), prev.get("chain")) == (new["table"], new["chain"])
+    for f in TOOLS:
+        stale = [old.get("targets", {}).get(NAMES[f]), prev.get("gen_chain")] if same else []
+        stale = [c for c in stale if tx.generation_of(new["chain"], c) is not None
+                 and c != new["gen_chain"]]
+        if same and not prev.get("gen") and prev.get("notrack"):
+            stale.append(new["chain"] + tx.NOTRACK)  # a record from before generations
+        with contextlib.suppress(Failed):
+            if stale:
+                _remove(f, new, _with_notrack(stale))
+            if prev and not same:
+                _remove_all(f, prev)
+    if prev and not same:
+        out.append(f"removed pfc's previous chain {prev['chain']} (table {prev['table']})")
+    return out + destroy_sets([s for s in prev.get("sets", []) if s not in new["sets"]])
 
 
-# ---------------------------------------------------------------------------- detach
+def ipt_recover(intent: journal.Intent) -> Recovery:
+    new = intent.new
+    now = states(new)
+    old = (intent.old or {}).get("targets", {})
+    at = {f: now[f].target for f in TOOLS}
+    what = f"chain {new['chain']} (table {new['table']})"
+    if all(at[f] == new["gen_chain"] for f in TOOLS):
+        return Recovery("new", f"{what} goes to {new['gen_chain']} in both families",
+                        attach=dict(new))
+    if any(at[f] == new["gen_chain"] for f in TOOLS):
+        return _finish_switch(intent, now)
+    if all(at[f] == old.get(NAMES[f]) for f in TOOLS):
+        removed = _drop_new(new)
+        held = ", ".join(f"{NAMES[f]}: {at[f] or 'none'}" for f in TOOLS)
+        return Recovery("old", f"{what} goes to the previous rules in both families "
+                        f"({held})", removed=removed)
+    return Recovery("other", f"{what} goes to " + ", ".join(
+        f"{at[f] or 'nothing'} ({NAMES[f]})" for f in TOOLS))
 
-def _remove_family(family: int, where: dict) -> bool:
-    """Delete the jump, flush and delete pfc's chain(s), in one restore. False if there
-    was nothing of pfc's in this family."""
-    chains = [where["chain"]] + ([where["chain"] + "-notrack"] if where.get("notrack")
-                                 else [])
-    present = [c for c in chains if _has_chain(family, where | {"chain": c})]
-    if not present:
+
+def _finish_switch(intent: journal.Intent, now: dict[int, Family]) -> Recovery:
+    """One family switched, the other not (the switch process was killed between
+    them): switch the other one too (the new chains were complete before the switch
+    began), or, if that fails, switch the first one back."""
+    new = intent.new
+    lagging = {f: tx.switch_text(new, new["gen_chain"], not now[f].jump) for f in TOOLS
+               if now[f].target != new["gen_chain"]}
+    try:
+        switch(new["flavour"], lagging)
+        return Recovery("new", f"{', '.join(NAMES[f] for f in lagging)} switched to "
+                        f"{new['gen_chain']} too: both families hold the new rules",
+                        attach=dict(new))
+    except Failed as exc:
+        old = (intent.old or {}).get("targets", {})
+        back = {f: tx.switch_text(new, old.get(NAMES[f]), False) for f in TOOLS
+                if f not in lagging}
+        switch(new["flavour"], back)
+        return Recovery("old", f"switching the other family failed ({exc}); switched "
+                        "back: both families hold the previous rules",
+                        removed=_drop_new(new))
+
+
+def _drop_new(new: dict) -> list[str]:
+    """Remove what an unfinished load built (its generation's chains and sets)."""
+    out = []
+    for f in TOOLS:
+        with contextlib.suppress(Failed):
+            if new["gen_chain"] in family_state(f, new).chains:
+                _remove(f, new, _with_notrack([new["gen_chain"]]))
+                out.append(f"removed chain {new['gen_chain']} ({NAMES[f]})")
+    return out + destroy_sets(new.get("sets", []))
+
+
+# -------------------------------------------------------------------- detach
+
+def _remove_all(family: int, where: dict) -> bool:
+    """Delete the jump, the switch chain and pfc's generation chains, in one restore.
+    False if there was nothing of pfc's in this family."""
+    now = family_state(family, where)
+    gens = [c for c in {where.get("gen_chain"), now.target}
+            if c and (c == where.get("gen_chain") or
+                      tx.generation_of(where["chain"], c) is not None)]
+    chains = [c for c in [where["chain"]] + _with_notrack(sorted(gens)) if c in now.chains]
+    if where.get("notrack") and not where.get("gen"):
+        chains += [c for c in [where["chain"] + tx.NOTRACK] if c in now.chains]
+    if not chains and not now.jump:
         return False
-    lines = [f"*{where['table']}"]
-    if _has_jump(family, where):
-        lines.append(" ".join(["-D", where["base"], *_jump(where)]))
-    lines += [f"-F {c}" for c in present] + [f"-X {c}" for c in present] + ["COMMIT", ""]
-    _restore(family, where["flavour"], "\n".join(lines))
+    base_jump = f"{where['base']} {tx.jump(where)}" if now.jump else None
+    restore(family, where["flavour"], tx.remove_text(where["table"], chains, base_jump))
     return True
 
 
-def ipt_detach(record: state.Record) -> list[str]:
+def ipt_detach(record: state.Record, force: bool = False) -> list[str]:
     where, out = record.attach, []
     for family in TOOLS:
         try:
-            if _remove_family(family, where):
-                out.append(f"removed chain {where['chain']} and its jump from "
+            if _remove_all(family, where):
+                out.append(f"removed chain {where['chain']}, its rules and its jump from "
                            f"{where['table']} {where['base']} ({NAMES[family]})")
-        except _Failed as exc:
+        except Failed as exc:
             out.append(f"could not remove chain {where['chain']} ({NAMES[family]}): {exc}")
-        if family in where.get("created_tables", []):
-            with contextlib.suppress(_Failed):
-                out += [m for m in [_drop_table(family, where)] if m]
-    return out + _destroy_sets(where.get("sets", []))
+        made = where.get("created_tables", [])
+        with contextlib.suppress(Failed):
+            if NAMES[family] in made or family in made:
+                out += [m for m in [drop_table(family, where)] if m]
+            elif NAMES[family] in where.get("created_bases", []):
+                out += [m for m in [drop_base(family, where)] if m]
+    return out + destroy_sets(where.get("sets", []))
 
 
 # --------------------------------------------------------------------------- inspect
 
-def _chain_counters(family: int, where: dict) -> list[tuple[int, int]]:
-    text = _call([_tool(family, where["flavour"], "save"), "-c", "-t", where["table"]])
-    return [(int(m.group(1)), int(m.group(2))) for m in map(_COUNTER.match, text.splitlines())
-            if m and m.group(3) == where["chain"]]
-
-
-def counters(record: state.Record) -> tuple[dict[int, tuple[int, int]] | None, list[str]]:
-    """(packets, bytes) per rule index summed over both families, and what is off."""
+def counters(record: state.Record, now: dict[int, Family]) \
+        -> tuple[dict[int | str, tuple[int, int]], list[str]]:
+    """(packets, bytes) per rule index (and "default") summed over both families, and
+    what is off."""
     where, totals, problems = record.attach, {}, []
+    chain = where.get("gen_chain") or where["chain"]
     for family in TOOLS:
         owners = where["lines"][NAMES[family]]
-        try:
-            found = _chain_counters(family, where)
-        except _Failed as exc:
-            return None, [str(exc)]
+        found = now[family].rules.get(chain, [])
         if len(found) != len(owners):
-            problems.append(f"{NAMES[family]} chain {where['chain']} has {len(found)} rules, "
-                            f"pfc loaded {len(owners)}")
+            problems.append(f"{NAMES[family]} chain {chain} has {len(found)} rules, pfc "
+                            f"loaded {len(owners)}")
             continue
-        for owner, (p, b) in zip(owners, found, strict=True):
-            if owner is not None:
-                op, ob = totals.get(owner, (0, 0))
-                totals[owner] = (op + p, ob + b)
+        for owner, (p, b, _) in zip(owners, found, strict=True):
+            key = "default" if owner is None else owner
+            op, ob = totals.get(key, (0, 0))
+            totals[key] = (op + p, ob + b)
     return totals, problems
 
 
 def ipt_inspect(record: state.Record) -> Inspection:
     where = record.attach
-    missing = [NAMES[f] for f in TOOLS if not _has_chain(f, where)]
+    now = states(where)
+    gen = where.get("gen_chain")
+    missing = [NAMES[f] for f in TOOLS if not now[f].switch]
     if missing:
-        return Inspection("vanished", f"chain {where['chain']} is gone ({', '.join(missing)})",
-                          None)
-    unjumped = [NAMES[f] for f in TOOLS if not _has_jump(f, where)]
-    totals, problems = counters(record)
+        return Inspection("vanished", f"{CHANGED}chain {where['chain']} was deleted "
+                          f"({', '.join(missing)})", None)
+    totals, problems = counters(record, now)
+    unjumped = [NAMES[f] for f in TOOLS if not now[f].jump]
     if unjumped:
-        return Inspection("vanished", f"the jump from {where['table']} {where['base']} to "
-                          f"{where['chain']} is gone ({', '.join(unjumped)})", totals)
+        return Inspection("vanished", f"{CHANGED}the jump from {where['table']} "
+                          f"{where['base']} to {where['chain']} was deleted "
+                          f"({', '.join(unjumped)})", totals)
+    elsewhere = [f"{NAMES[f]} to {now[f].target or 'several rules'}" for f in TOOLS
+                 if gen and now[f].target != gen]
+    if elsewhere:
+        return Inspection("changed", f"{CHANGED}chain {where['chain']} goes "
+                          f"{', '.join(elsewhere)}, not to pfc's {gen}", totals)
     if problems:
-        return Inspection("changed", "; ".join(problems), totals)
-    return Inspection("ok", f"chain {where['chain']} in {where['table']} {where['base']} "
-                      f"(iptables-{where['flavour']})", totals)
+        return Inspection("changed", CHANGED + "; ".join(problems), totals)
+    if where.get("dev") and device_index(record.dev) is None:
+        return Inspection("vanished", f"device {record.dev} no longer exists; pfc's chains "
+                          "remain (they match nothing); unload removes them", totals)
+    return Inspection("ok", f"chain {where['chain']} → {gen or where['chain']} in "
+                      f"{where['table']} {where['base']} (iptables-{where['flavour']})",
+                      totals)
 
 
-LOADER = Loader(ipt_attach, ipt_detach, ipt_inspect)
+def ipt_discover(dev: str) -> dict | None:
+    """pfc's chains under the default name ``PFC``: a jump from raw PREROUTING or
+    filter INPUT for ``dev`` to a switch chain that goes to a generation chain."""
+    flavour = system_flavour()
+    for table, base in HOOKS:
+        where = {"table": table, "base": base, "chain": "PFC", "dev": dev,
+                 "flavour": flavour, "notrack": False}
+        now = states(where)
+        gens = {now[f].target for f in TOOLS if now[f].jump and
+                tx.generation_of("PFC", now[f].target) is not None}
+        if gens:
+            gen = sorted(gens)[0]
+            used = {m for f in TOOLS for _, _, line in now[f].rules.get(gen, [])
+                    for m in re.findall(r"--match-set (\S+)", line) if tx.is_gen_set(m)}
+            return where | {"gen_chain": gen, "gen": tx.generation_of("PFC", gen),
+                            "sets": sorted(used), "lines": {}, "created_tables": []}
+    return None
+
+
+LOADER = Loader(ipt_attach, ipt_detach, ipt_inspect, ipt_recover, ipt_retire, ipt_discover)

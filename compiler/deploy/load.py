@@ -2,19 +2,21 @@
 nothing, replace it with no gap, take it off again, and read its counters.
 
 This module is the dispatcher: it owns the table of targets, takes the lock, enters the
-namespace (``--netns``), finds the device and writes the state record
-(:mod:`pfc.deploy.state`); what every loader shares (privileges, namespaces, the plan)
-is :mod:`pfc.deploy.base`, and each target's attach/replace/detach/inspect lives in its
-own module (:mod:`pfc.deploy.bpf`, :mod:`pfc.deploy.tc`, :mod:`pfc.deploy.nft`,
-:mod:`pfc.deploy.iptables`), behind the :class:`Loader` interface.
+namespace (``--netns``), finds the device, runs each load as a transaction (the journal,
+:mod:`pfc.deploy.journal`) and writes the state record (:mod:`pfc.deploy.state`); what
+every loader shares is :mod:`pfc.deploy.base`, and each target's attach, detach,
+inspect and recovery live in its own module (:mod:`pfc.deploy.bpf`,
+:mod:`pfc.deploy.tc`, :mod:`pfc.deploy.nft`, :mod:`pfc.deploy.iptables`).
 
 All or nothing: the policy is compiled (by the caller, through
-:func:`pfc.build.build_artifact`) and every check below is made before anything in the
-kernel changes; the change itself is one atomic step per target (XDP
+:func:`pfc.build.build_artifact`) and every check is made before anything in the kernel
+changes; the intent is written, the change is one atomic step per target (XDP
 ``XDP_FLAGS_REPLACE``, tc ``NLM_F_REPLACE`` on the same handle and priority, one nft
-transaction, one ``iptables-restore``). A failure leaves the previous policy, its
-counters and its state record exactly as they were. The state record is written only
-after the kernel took the new policy.
+transaction, the iptables switch of both families), then the record is committed and
+the intent cleared. A load that fails after it began is followed at once by the same
+check the next command would make (:func:`recover`): the error says what the kernel
+holds then, as checked, never what it should hold. Records are a cache: the kernel
+is the source of truth (:class:`Loader`), and ``status`` says when the two disagree.
 
 Errors the user can act on are :class:`LoadError` (a one-line cause and a hint; the
 CLI exits 2).
@@ -24,21 +26,24 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pfc.backends.base import Artifact
-from pfc.deploy import state
+from pfc.deploy import journal, state
 from pfc.deploy.base import (
     Inspection,
     Loader,
     LoadError,
     Plan,
+    Recovery,
     check_privileges,
     current_netns,
+    current_netns_id,
     ifindex,
     in_netns,
+    netns_alive,
     netns_path,
 )
 from pfc.frontend import ir
@@ -65,6 +70,90 @@ def loader(target: str) -> Loader:
                     "(pfc.attach_socket, docs/load.md)")
 
 
+def _check_dev(dev: str) -> None:
+    if not state.valid_part(dev) or len(dev) > 15:
+        raise LoadError(f"invalid device name `{dev}`",
+                        hint="a Linux interface name: at most 15 characters, no `/`, "
+                             "spaces, `.` or `..`")
+
+
+# ------------------------------------------------------------------------ recovery
+
+def _what(intent: journal.Intent) -> str:
+    return (f"the interrupted load of {intent.policy} ({intent.target} on {intent.dev}, "
+            f"namespace {intent.netns}, started {intent.started} by pid {intent.pid})")
+
+
+def settle(intent: journal.Intent, found: Recovery) -> list[str]:
+    """Act on a loader's verdict about an unfinished load: commit the record and
+    retire the old policy ("new"), or leave the record as it was ("old", "other");
+    clear the intent. Returns what was done, for the user."""
+    impl = loader(intent.target)
+    if found.verdict == "new":
+        record = state.Record.from_json(intent.record)
+        record.attach = found.attach or {}
+        state.write(record)
+        retired = impl.retire(intent.old, record.attach)
+        journal.clear(intent.netns, intent.dev, intent.target)
+        return [f"finished {_what(intent)}: {found.detail}; its record is written"] + retired
+    journal.clear(intent.netns, intent.dev, intent.target)
+    if found.verdict == "old":
+        return [f"rolled back {_what(intent)}: {found.detail}"] + found.removed
+    return [f"could not finish or roll back {_what(intent)}: {found.detail}; pfc's record "
+            "was left as it was (`pfc status` shows the difference)"]
+
+
+def recover(netns: str, dev: str, target: str) -> list[str]:
+    """Finish or roll back an unfinished load of (netns, dev, target), if there is one;
+    call with the lock held, inside the namespace."""
+    try:
+        intent = journal.read(netns, dev, target)
+    except state.Unreadable as exc:
+        state.remove_file(exc.where)
+        return [f"warning: {exc}; removed it (`pfc status` shows what the kernel holds)"]
+    if intent is None:
+        return []
+    return settle(intent, loader(target).recover(intent))
+
+
+def recover_all(netns: str | None) -> list[str]:
+    """Every unfinished load (of one namespace); an intent of a namespace that no
+    longer exists is dropped (everything in it went with it)."""
+    out = []
+    for ns, dev, target in journal.pending(netns):
+        if not netns_alive(ns, None):
+            journal.clear(ns, dev, target)
+            out.append(f"dropped an interrupted {target} load on {dev}: namespace {ns} no "
+                       "longer exists")
+            continue
+        with in_netns(ns):
+            out += recover(ns, dev, target)
+    return out
+
+
+def _failed(txn: journal.Txn, exc: LoadError) -> LoadError:
+    """The error of a load that failed after it began, with what the kernel holds
+    now, as checked (the same verdict the next command would reach)."""
+    intent = txn.intent
+    if intent is None:
+        return LoadError(exc.cause + "; nothing was changed", exc.hint)
+    try:
+        found = loader(intent.target).recover(intent)
+    except Exception as err:  # noqa: BLE001 - the next command will retry
+        return LoadError(f"{exc.cause}; could not check what the kernel holds now ({err}): "
+                         "the next pfc command will finish or roll back this load", exc.hint)
+    settle(intent, found)
+    txn.intent = None
+    if found.verdict == "old":
+        return LoadError(f"{exc.cause}; the kernel holds what it held before (checked: "
+                         f"{found.detail})", exc.hint)
+    if found.verdict == "new":
+        return LoadError(f"{exc.cause}; but the new policy is in force (checked: "
+                         f"{found.detail}) and recorded", exc.hint)
+    return LoadError(f"{exc.cause}; the kernel now holds neither policy (checked: "
+                     f"{found.detail})", exc.hint)
+
+
 # ------------------------------------------------------------------------ commands
 
 @dataclass
@@ -86,6 +175,23 @@ def rule_rows(policy: ir.Policy, lowered: ir.Policy,
     return rows
 
 
+def _previous(impl: Loader, netns: str, dev: str, target: str,
+              messages: list[str]) -> state.Record | None:
+    """The record of what pfc loaded there; for a corrupt one, what the kernel shows
+    of pfc's (so a load replaces it as pfc's own), with a warning."""
+    try:
+        return state.read(netns, dev, target)
+    except state.Unreadable as exc:
+        found = impl.discover(dev)
+        messages.append(f"warning: {exc}; " + ("the kernel shows pfc's policy there: "
+                                               "replacing it" if found else "ignored it"))
+        return _stand_in(netns, dev, target, found) if found else None
+
+
+def _stand_in(netns: str, dev: str, target: str, attach: dict) -> state.Record:
+    return state.Record(target, target, dev, netns, "?", "", "", [], "?", attach)
+
+
 def load(artifact: Artifact, policy_path: str, source_text: str,
          rows: list[state.RuleRow], dev: str, netns: str | None = None,
          force: bool = False, mode: str | None = None, options: dict | None = None) -> Result:
@@ -94,40 +200,95 @@ def load(artifact: Artifact, policy_path: str, source_text: str,
     target = artifact.target
     check_privileges(target, netns)
     impl = loader(target)
+    _check_dev(dev)
     with in_netns(netns) as ns_name, state.locked():
+        messages = recover(ns_name, dev, target)
+        previous = _previous(impl, ns_name, dev, target, messages)
         plan = Plan(artifact, dev, ifindex(dev, ns_name), ns_name, force, mode,
                     dict(options or {}))
-        previous = state.read(ns_name, dev, target)
-        info, messages = impl.attach(plan, previous)
         record = state.Record(
             target=target, hook=artifact.hook, dev=dev, netns=ns_name,
             policy=str(Path(policy_path).resolve()),
             sha256=hashlib.sha256(source_text.encode()).hexdigest(),
             loaded_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            rules=rows, default=artifact.policy.default.value, attach=info)
-        state.write(record)
+            rules=rows, default=artifact.policy.default.value, netns_id=current_netns_id())
+        messages += _transaction(impl, plan, previous, journal.Txn(record))
     return Result(record, messages)
 
 
-def unload(target: str, dev: str, netns: str | None = None) -> Result:
-    """Remove exactly what pfc loaded for (netns, dev, target); idempotent."""
+def _transaction(impl: Loader, plan: Plan, previous: state.Record | None,
+                 txn: journal.Txn) -> list[str]:
+    try:
+        info, messages = impl.attach(plan, previous, txn)
+        txn.record.attach = info
+        state.write(txn.record)
+        journal.point("recorded")
+        assert txn.intent is not None
+        messages += impl.retire(txn.intent.old, info)
+        journal.point("retired")
+        txn.clear()
+    except LoadError as exc:
+        raise _failed(txn, exc) from None
+    except BaseException:
+        if txn.intent is not None:  # Ctrl-C, a crash: settle it now if we can
+            intent = txn.intent
+            settle(intent, loader(intent.target).recover(intent))
+        raise
+    return messages
+
+
+def unload(target: str, dev: str, netns: str | None = None, force: bool = False) -> Result:
+    """Remove what pfc loaded for (netns, dev, target), as the kernel shows it;
+    idempotent. ``force``: also what sits at pfc's place without pfc's record."""
     check_privileges(target, netns, "unload")
     impl = loader(target)
+    _check_dev(dev)
     ns_name = netns or current_netns()
     with state.locked():
-        record = state.read(ns_name, dev, target)
-        if record is None:
-            return Result(None, [f"nothing loaded: no {target} policy of pfc on {dev} "
-                                 f"in namespace {ns_name}"])
-        if netns_path(ns_name) is None and ns_name != current_netns():
-            _forget_pins(record)
-            state.remove(record)
-            return Result(record, [f"namespace {ns_name} is gone (with everything in it); "
-                                   "pins and state record removed"])
+        if not netns_alive(ns_name, None):
+            return _unload_gone(ns_name, dev, target)
         with in_netns(ns_name):
-            messages = impl.detach(record)
-        state.remove(record)
+            messages = recover(ns_name, dev, target)
+            record, more = _unload_record(impl, ns_name, dev, target, force)
+            messages += more
+            if record is not None:
+                messages += impl.detach(record, force)
+        state.remove_file(state.path(ns_name, dev, target))
     return Result(record, messages)
+
+
+def _unload_record(impl: Loader, netns: str, dev: str, target: str,
+                   force: bool) -> tuple[state.Record | None, list[str]]:
+    """The record to unload: the state file's, or for a corrupt one (or none, with
+    ``force``) what the kernel shows of pfc's."""
+    try:
+        record = state.read(netns, dev, target)
+        if record is not None:
+            return record, []
+        warning = None
+    except state.Unreadable as exc:
+        warning = f"warning: {exc}; removing what the kernel shows of pfc's"
+    found = impl.discover(dev)
+    if warning is None and not force:
+        hint = [f"but the kernel shows pfc's {target} policy on {dev} with no record of "
+                "it: `pfc unload --force` removes it"] if found else []
+        return None, [f"nothing loaded: no {target} policy of pfc on {dev} in namespace "
+                      f"{netns}"] + hint
+    if found is None:
+        return None, [m for m in [warning] if m] + [f"nothing of pfc's {target} policy is "
+                                                     f"on {dev} in namespace {netns}"]
+    return _stand_in(netns, dev, target, found), [m for m in [warning] if m]
+
+
+def _unload_gone(netns: str, dev: str, target: str) -> Result:
+    p = state.path(netns, dev, target)
+    if not p.exists():
+        raise LoadError(f"network namespace `{netns}` does not exist",
+                        hint="list namespaces with `ip netns list`")
+    state.remove_file(p)
+    journal.clear(netns, dev, target)
+    return Result(None, [f"namespace {netns} is gone (with everything in it); removed "
+                         "pfc's record of it"])
 
 
 @dataclass
@@ -137,31 +298,56 @@ class Status:
     file_changed: bool | None  # the policy file's text differs from what was loaded
 
 
-def _forget_pins(record: state.Record) -> None:
-    """Unpin what pfc pinned for a record whose namespace is gone (the pins would keep
-    the program and map alive)."""
-    if record.attach.get("pin_dir"):
-        from pfc.deploy.bpf import remove_pins
-        remove_pins(Path(record.attach["pin_dir"]))
+@dataclass
+class Report:
+    """``pfc status``: the records in scope with what the kernel says, and the rest."""
+
+    entries: list[Status]
+    warnings: list[str]  # unreadable state files, one line each
+    messages: list[str]  # unfinished loads finished or rolled back just now
+    gone: list[state.Record]  # records of namespaces that no longer exist
+    pruned: bool = False  # ``gone`` were removed
+    elsewhere: list[str] = field(default_factory=list)  # other namespaces with records
 
 
 def status(dev: str | None = None, netns: str | None = None) -> list[Status]:
-    """Every record (of ``dev``/``netns``) with what the kernel says about it now."""
+    """Every record of the current namespace (or ``netns``; of ``dev``) with what the
+    kernel says about it now."""
+    return report(dev, netns).entries
+
+
+def report(dev: str | None = None, netns: str | None = None, every: bool = False,
+           prune: bool = False) -> Report:
+    """``pfc status``: the records of the current namespace (``netns``; ``every``: of
+    every namespace), unfinished loads settled first; records of namespaces that no
+    longer exist are listed apart and removed with ``prune``."""
     check_privileges(None, netns, "status")
-    out = []
-    for record in state.records(netns, dev):
-        out.append(Status(record, inspect(record), _file_changed(record)))
-    return out
+    if netns is not None and netns_path(netns) is None:
+        raise LoadError(f"network namespace `{netns}` does not exist",
+                        hint="list namespaces with `ip netns list`; `pfc status --prune` "
+                             "removes the records of namespaces that are gone")
+    scope = None if every else (netns or current_netns())
+    with state.locked():
+        messages = recover_all(scope)
+        problems: list[state.Unreadable] = []
+        records = state.records(scope, dev, problems)
+        every_record = state.records(None, dev)
+        gone = [r for r in every_record if not netns_alive(r.netns, r.netns_id)]
+        for r in gone if prune else []:
+            state.remove(r)
+        entries = [Status(r, inspect(r), _file_changed(r)) for r in records
+                   if r not in gone]
+        elsewhere = sorted({r.netns for r in every_record if r not in gone} -
+                           ({scope} if scope else {r.netns for r in every_record}))
+    warnings = [f"warning: {p}; `pfc unload --target {p.target} --dev {p.dev}"
+                + (f" --netns {p.netns}" if p.netns != current_netns() else "")
+                + "` removes what the kernel shows of it" for p in problems]
+    return Report(entries, warnings, messages, gone, prune, elsewhere)
 
 
 def inspect(record: state.Record) -> Inspection:
-    if record.netns != current_netns() and netns_path(record.netns) is None:
-        counters = None
-        if record.attach.get("pin_dir"):
-            from pfc.deploy.bpf import read_counters
-            counters = read_counters(record)
-        return Inspection("vanished", f"namespace {record.netns} no longer exists",
-                          counters)
+    if not netns_alive(record.netns, record.netns_id):
+        return Inspection("vanished", f"namespace {record.netns} no longer exists", None)
     with in_netns(record.netns):
         return loader(record.target).inspect(record)
 

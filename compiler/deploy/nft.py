@@ -14,9 +14,14 @@ the table pfc loaded.
 
 Counters: ``count`` rules have named counters (``meta["counters"]``: rule index →
 name); every terminal rule carries an anonymous counter and the comment
-``pfc rule INDEX``, so ``status`` shows every rule's packets and bytes, summed over the
-nft rules a policy rule became (families, redirect variants). They start at zero on
-every load (the table is new).
+``pfc rule INDEX``, and the default rule ``pfc default``, so ``status`` shows every
+rule's packets and bytes, summed over the nft rules a policy rule became (families,
+redirect variants). They start at zero on every load (new rules, new counters).
+
+Journal: before the transaction, the intent names the table's handle and its rules'
+handles. One transaction is all or nothing, so an unfinished load finds the kernel
+holding the old table (same handle, the same rule handles) or the new one (new rule
+handles, or a new table handle): the next command commits or drops the record.
 """
 
 from __future__ import annotations
@@ -24,10 +29,11 @@ from __future__ import annotations
 import json
 import re
 
-from pfc.deploy import state
-from pfc.deploy.base import Inspection, Loader, LoadError, Plan
+from pfc.deploy import journal, state
+from pfc.deploy.base import Inspection, Loader, LoadError, Plan, Recovery, device_index
 
-_RULE_TAG = re.compile(r"^pfc rule (\d+)$")
+_RULE_TAG = re.compile(r"^pfc (?:rule (\d+)|(default))$")
+CHANGED = "changed outside pfc: "
 
 
 def _nft():
@@ -120,14 +126,15 @@ def _owner(plan: Plan, family: str, table: str) -> None:
                             hint="use another --table NAME for this device")
 
 
-def nft_attach(plan: Plan, previous: state.Record | None) -> tuple[dict, list[str]]:
+def nft_attach(plan: Plan, previous: state.Record | None,
+               txn: journal.Txn) -> tuple[dict, list[str]]:
     meta = plan.artifact.meta
     family, table = meta["family"], meta["table"]
     _owner(plan, family, table)
     now = list_table(family, table)
     ours = previous is not None and now is not None and \
         now["table"].get("handle") == previous.attach.get("handle") and \
-        previous.attach.get("family") == family
+        (previous.attach.get("family"), previous.attach.get("table")) == (family, table)
     messages = []
     if now is not None and not ours:
         if not plan.force:
@@ -138,25 +145,57 @@ def nft_attach(plan: Plan, previous: state.Record | None) -> tuple[dict, list[st
                         "loaded (--force)")
     doc = json.loads(meta["json"])
     batch = replace_batch(doc, now) if ours else None
+    new = {"family": family, "table": table, "chain": meta["chain"], "hook": meta["hook"],
+           "counters": {str(k): v for k, v in meta["counters"].items()}}
+    txn.begin(_identity(now, previous), new)
     rc, _, err = _run(batch or doc)
     if rc != 0:
-        raise LoadError(f"nftables refused the ruleset: {_first(err)}; nothing was changed",
+        raise LoadError(f"nftables refused the ruleset: {_first(err)}",
                         hint="check the ruleset with `pfc compile --target nft`")
+    txn.step("swapped")
     if ours and batch is None:
         messages.append("note: the base chain changed (device, hook or priority): the "
                         "table was replaced whole, and a packet crossing the commit may "
                         "meet both policies (docs/load.md)")
-    loaded = list_table(family, table)
-    if previous is not None and (previous.attach.get("family"), previous.attach.get(
-            "table")) != (family, table):
-        messages += _drop(previous)
     if meta["hook"] != "ingress":
         messages.append(f"note: hook {meta['hook']} (family {family}) filters packets "
                         f"from every device, not only {plan.dev}")
-    return {"family": family, "table": table, "chain": meta["chain"], "hook": meta["hook"],
-            "handle": loaded["table"].get("handle") if loaded else None,
-            "rules": len(loaded["rule"]) if loaded else None,
-            "counters": {str(k): v for k, v in meta["counters"].items()}}, messages
+    return _loaded(new, list_table(family, table)), messages
+
+
+def _identity(now: dict | None, previous: state.Record | None) -> dict:
+    """The kernel's table before the transaction (handle, rule handles) and the previous
+    record's attach info (another table after a ``--table`` change: retired after)."""
+    return {"handle": now["table"].get("handle") if now else None,
+            "rules": sorted(r.get("handle", 0) for r in now["rule"]) if now else [],
+            "previous": previous.attach if previous else None}
+
+
+def _loaded(new: dict, found: dict | None) -> dict:
+    return new | {"handle": found["table"].get("handle") if found else None,
+                  "rules": len(found["rule"]) if found else None}
+
+
+def nft_retire(old: dict | None, new: dict) -> list[str]:
+    """After a replace into another table (``--table``/hook change): drop the old one."""
+    previous = (old or {}).get("previous")
+    if not previous or (previous.get("family"), previous.get("table")) == \
+            (new["family"], new["table"]):
+        return []
+    return _drop(previous)
+
+
+def nft_recover(intent: journal.Intent) -> Recovery:
+    new, old = intent.new, intent.old or {}
+    found = list_table(new["family"], new["table"])
+    what = f"nftables table {new['family']} {new['table']}"
+    if found is None:
+        verdict = "old" if old.get("handle") is None else "other"
+        return Recovery(verdict, f"{what} does not exist")
+    handles = sorted(r.get("handle", 0) for r in found["rule"])
+    if found["table"].get("handle") == old.get("handle") and handles == old.get("rules"):
+        return Recovery("old", f"{what} holds the previous rules (the same rule handles)")
+    return Recovery("new", f"{what} holds the new rules", attach=_loaded(new, found))
 
 
 def _first(err: str) -> str:
@@ -164,32 +203,31 @@ def _first(err: str) -> str:
     return lines[0] if lines else "(no message)"
 
 
-def _drop(record: state.Record) -> list[str]:
-    """Delete the table ``record`` names, if it is still the one pfc loaded."""
-    a = record.attach
+def _drop(a: dict, force: bool = False) -> list[str]:
+    """Delete the table attach info ``a`` names, if it is still the one pfc loaded."""
     now = list_table(a["family"], a["table"])
     if now is None:
         return [f"nftables table {a['family']} {a['table']} was already gone"]
-    if now["table"].get("handle") != a.get("handle"):
+    if now["table"].get("handle") != a.get("handle") and not force:
         return [f"nftables table {a['family']} {a['table']} is no longer the one pfc "
-                "loaded (someone recreated it); left it as it is"]
+                "loaded (recreated outside pfc); left it as it is (--force deletes it)"]
     rc, _, err = _cmd(f"delete table {a['family']} {a['table']}")
     if rc != 0:
         return [f"could not delete nftables table {a['family']} {a['table']}: {_first(err)}"]
     return [f"deleted nftables table {a['family']} {a['table']}"]
 
 
-def nft_detach(record: state.Record) -> list[str]:
-    return _drop(record)
+def nft_detach(record: state.Record, force: bool = False) -> list[str]:
+    return _drop(record.attach, force)
 
 
-def counters(record: state.Record, found: dict) -> dict[int, tuple[int, int]]:
+def counters(record: state.Record, found: dict) -> dict[int | str, tuple[int, int]]:
     """Per rule index: named counters of count rules, anonymous counters of the rules
-    tagged ``pfc rule INDEX`` (summed)."""
+    tagged ``pfc rule INDEX`` (summed); the default rule's as "default"."""
     names = {v: int(k) for k, v in record.attach.get("counters", {}).items()}
-    totals: dict[int, tuple[int, int]] = {}
+    totals: dict[int | str, tuple[int, int]] = {}
 
-    def add(index: int, packets: int, nbytes: int) -> None:
+    def add(index: int | str, packets: int, nbytes: int) -> None:
         p, b = totals.get(index, (0, 0))
         totals[index] = (p + packets, b + nbytes)
 
@@ -197,30 +235,45 @@ def counters(record: state.Record, found: dict) -> dict[int, tuple[int, int]]:
         if c.get("name") in names:
             add(names[c["name"]], c.get("packets", 0), c.get("bytes", 0))
     for rule in found["rule"]:
-        tag = _RULE_TAG.match(rule.get("comment", ""))
+        tag = _RULE_TAG.match(str(rule.get("comment", "")))
         if not tag:
             continue
+        key = int(tag.group(1)) if tag.group(1) else "default"
         for expr in rule.get("expr", []):
             if isinstance(expr.get("counter"), dict) and "packets" in expr["counter"]:
-                add(int(tag.group(1)), expr["counter"]["packets"], expr["counter"]["bytes"])
+                add(key, expr["counter"]["packets"], expr["counter"]["bytes"])
     return totals
 
 
 def nft_inspect(record: state.Record) -> Inspection:
     a = record.attach
     found = list_table(a["family"], a["table"])
+    what = f"nftables table {a['family']} {a['table']}"
     if found is None:
-        return Inspection("vanished", f"nftables table {a['family']} {a['table']} is gone",
-                          None)
+        return Inspection("vanished", f"{CHANGED}{what} was deleted", None)
     totals = counters(record, found)
     if found["table"].get("handle") != a.get("handle"):
-        return Inspection("changed", f"table {a['family']} {a['table']} was deleted and "
-                          "recreated under pfc", totals)
+        return Inspection("changed", f"{CHANGED}{what} was deleted and created again",
+                          totals)
     if a.get("rules") is not None and len(found["rule"]) != a["rules"]:
-        return Inspection("changed", f"table {a['family']} {a['table']} has "
-                          f"{len(found['rule'])} rules, pfc loaded {a['rules']}", totals)
-    return Inspection("ok", f"nftables table {a['family']} {a['table']}, chain {a['chain']}",
-                      totals)
+        return Inspection("changed", f"{CHANGED}{what} has {len(found['rule'])} rules, "
+                          f"pfc loaded {a['rules']}", totals)
+    if device_index(record.dev) is None:
+        effect = ("its ingress chain is hooked to nothing" if a.get("hook") == "ingress"
+                  else "it still filters every device")
+        return Inspection("vanished", f"device {record.dev} no longer exists; {what} "
+                          f"remains ({effect}); unload removes it", totals)
+    return Inspection("ok", f"{what}, chain {a['chain']}", totals)
 
 
-LOADER = Loader(nft_attach, nft_detach, nft_inspect)
+def nft_discover(dev: str) -> dict | None:
+    """pfc's table under its default name: ``pfc`` with pfc's rule comments."""
+    for family, hook in (("netdev", "ingress"), ("inet", None)):
+        found = list_table(family, "pfc")
+        if found and any(_RULE_TAG.match(str(r.get("comment", ""))) for r in found["rule"]):
+            return {"family": family, "table": "pfc", "chain": None, "hook": hook,
+                    "handle": found["table"].get("handle"), "rules": None, "counters": {}}
+    return None
+
+
+LOADER = Loader(nft_attach, nft_detach, nft_inspect, nft_recover, nft_retire, nft_discover)

@@ -5,29 +5,32 @@ created, and only when no filter is left on it); pfc's filter sits at handle
 ``TC_HANDLE`` and priority ``TC_PRIORITY`` (1: it runs first), protocol ETH_P_ALL, and a
 replace swaps its program in place (``BPF_TC_F_REPLACE``: same handle and priority,
 cls_bpf ``list_replace_rcu``): no gap. A filter at that handle and priority that pfc did
-not load is refused unless ``--force``. pfc's program returns ``TC_ACT_OK`` for pass,
-which ends classification: filters at later priorities do not see what pfc passes
-(``pfc load`` says so when there are any). Pins and counters: :mod:`pfc.deploy.bpf`.
+not load (not the recorded id, nor the recorded name and tag) is refused unless
+``--force``. pfc's program returns ``TC_ACT_OK`` for pass, which ends classification:
+filters at later priorities do not see what pfc passes (``pfc load`` says so when there
+are any). Identity, counters and the journal: :mod:`pfc.deploy.bpf`.
+
+Whether ``clsact`` existed is written to the journal before it is created, so a load
+killed between creating it and attaching the filter leaves nothing behind once the
+next command has rolled it back.
 """
 
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 
-from pfc.deploy import state
-from pfc.deploy.base import Inspection, Loader, LoadError, Plan, device_index
+from pfc.deploy import journal, state
+from pfc.deploy.base import Inspection, Loader, LoadError, Plan, Recovery, device_index, no_retire
 from pfc.deploy.bpf import (
-    NEW,
-    base_info,
-    commit_pins,
-    drop_pins,
+    describe,
+    discover,
+    foreign,
+    health,
+    is_ours,
+    new_identity,
+    old_identity,
     open_object,
-    pin_dir,
-    pin_new,
-    prog_name,
-    read_counters,
-    remove_pins,
+    recover_prog,
 )
 from pfc.kernel import bpf_attach
 
@@ -49,47 +52,50 @@ def tc_priorities(index: int) -> set[int]:
     return found
 
 
-def _tc_old(plan: Plan, previous: state.Record | None, now: int | None) -> list[str]:
+def clsact_exists(index: int) -> bool:
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        return any(q.get_attr("TCA_KIND") == "clsact" for q in ipr.get_qdiscs(index=index))
+
+
+def _tcold_identity(plan: Plan, previous: state.Record | None, now: int | None) -> list[str]:
     if now is None:
-        return ([f"note: pfc's previous tc filter (program id {previous.attach['prog_id']})"
-                 f" had been removed from {plan.dev} by someone else"] if previous else [])
-    if previous is not None and previous.attach.get("prog_id") == now:
+        return ([f"note: pfc's previous tc filter (program id "
+                 f"{previous.attach.get('prog_id')}) had been removed from {plan.dev} "
+                 "outside pfc"] if previous else [])
+    if previous is not None and is_ours(bpf_attach.prog_info_by_id(now), previous.attach):
         return []
     if not plan.force:
-        raise LoadError(f"a tc filter (program id {now}, `{prog_name(now)}`) sits at pfc's "
-                        f"handle {TC_HANDLE:#x} priority {TC_PRIORITY} on {plan.dev} "
-                        "ingress and pfc did not load it",
+        raise LoadError(foreign(f"a tc filter sits at pfc's handle {TC_HANDLE:#x} priority "
+                                f"{TC_PRIORITY} on {plan.dev} ingress", now, previous),
                         hint="--force replaces it (in place, atomically)")
-    return [f"replaced the tc filter with program id {now} (`{prog_name(now)}`), which "
-            "pfc had not loaded (--force)"]
+    return [f"replaced the tc filter with {describe(now)}, which pfc had not loaded "
+            "(--force)"]
 
 
-def tc_attach(plan: Plan, previous: state.Record | None) -> tuple[dict, list[str]]:
-    directory = pin_dir(plan.netns, plan.dev, "tc")
+def tc_attach(plan: Plan, previous: state.Record | None,
+              txn: journal.Txn) -> tuple[dict, list[str]]:
     with open_object(plan) as obj:
-        created = bpf_attach.tc_hook_create(plan.ifindex)
+        existed = clsact_exists(plan.ifindex)
+        now = bpf_attach.tc_query(plan.ifindex, TC_HANDLE, TC_PRIORITY) if existed else None
+        messages = _tcold_identity(plan, previous, now)
+        carried = bool(previous and previous.attach.get("qdisc_created"))
+        new = new_identity(plan, obj) | {
+            "handle": TC_HANDLE, "priority": TC_PRIORITY, "qdisc_existed": existed,
+            "qdisc_created": not existed or carried}
+        txn.begin(old_identity(now), new)
+        if not existed:
+            bpf_attach.tc_hook_create(plan.ifindex)
+            txn.step("qdisc")
         try:
-            now = bpf_attach.tc_query(plan.ifindex, TC_HANDLE, TC_PRIORITY)
-            messages = _tc_old(plan, previous, now)
-            pins = pin_new(obj, plan, directory)
-            try:
-                bpf_attach.tc_attach(plan.ifindex, obj.programs[plan.artifact.meta["program"]]
-                                     .fd, TC_HANDLE, TC_PRIORITY, replace=now is not None)
-            except OSError as exc:
-                drop_pins(pins, NEW)
-                raise LoadError(f"tc attach to {plan.dev} failed: {exc.strerror}; "
-                                "nothing was changed", hint="run pfc load again") from None
-        except BaseException:
-            if created:
-                with contextlib.suppress(OSError):
-                    bpf_attach.tc_hook_destroy(plan.ifindex)
-            raise
-        commit_pins(pins, directory)
-        info = base_info(plan, obj, pins)
-    carried = bool(previous and previous.attach.get("qdisc_created"))
-    info |= {"handle": TC_HANDLE, "priority": TC_PRIORITY,
-             "qdisc_created": created or carried}
-    return info, messages + _others(plan)
+            bpf_attach.tc_attach(plan.ifindex, obj.programs[plan.artifact.meta["program"]].fd,
+                                 TC_HANDLE, TC_PRIORITY, replace=now is not None)
+        except OSError as exc:
+            raise LoadError(f"tc attach to {plan.dev} failed: {exc.strerror}",
+                            hint="run pfc load again") from None
+        txn.step("swapped")
+    return new, messages + _others(plan)
 
 
 def _others(plan: Plan) -> list[str]:
@@ -101,24 +107,25 @@ def _others(plan: Plan) -> list[str]:
             "first on ingress and a frame it passes ends classification (TC_ACT_OK)"]
 
 
-def tc_detach(record: state.Record) -> list[str]:
+def tc_detach(record: state.Record, force: bool = False) -> list[str]:
     index = device_index(record.dev)
     if index is None:
-        remove_pins(Path(record.attach["pin_dir"]))
         return [f"device {record.dev} is gone (and its filters with it)"]
-    handle, prio = record.attach["handle"], record.attach["priority"]
+    handle = record.attach.get("handle", TC_HANDLE)
+    prio = record.attach.get("priority", TC_PRIORITY)
     now = bpf_attach.tc_query(index, handle, prio)
-    ours = record.attach["prog_id"]
-    if now == ours:
+    ours = record.attach.get("prog_id")
+    if now is None:
+        out = [f"pfc's tc filter (program id {ours}) was no longer on {record.dev}; "
+               "nothing to remove"]
+    elif is_ours(bpf_attach.prog_info_by_id(now), record.attach) or force:
         bpf_attach.tc_detach(index, handle, prio)
-        out = [f"removed the tc filter (program id {ours}) from {record.dev} ingress"]
+        out = [f"removed the tc filter (program id {now}) from {record.dev} ingress"]
     else:
-        what = f"program id {now}" if now else "nothing"
-        out = [f"pfc's tc filter (program id {ours}) was no longer on {record.dev} "
-               f"({what} is at its handle/priority); left it as it is"]
+        out = [f"{describe(now)} sits at pfc's tc handle/priority on {record.dev}, not "
+               f"pfc's (id {ours}); left it as it is (--force removes it)"]
     if record.attach.get("qdisc_created"):
         out.append(_drop_qdisc(index, record.dev))
-    remove_pins(Path(record.attach["pin_dir"]))
     return out
 
 
@@ -133,20 +140,32 @@ def _drop_qdisc(index: int, dev: str) -> str:
 
 
 def tc_inspect(record: state.Record) -> Inspection:
-    counters = read_counters(record)
     index = device_index(record.dev)
     if index is None:
-        return Inspection("vanished", f"device {record.dev} no longer exists", counters)
-    now = bpf_attach.tc_query(index, record.attach["handle"], record.attach["priority"])
-    ours = record.attach["prog_id"]
-    if now == ours:
-        return Inspection("ok", f"tc ingress filter, program id {ours}", counters)
-    if now is None:
-        return Inspection("vanished", f"pfc's tc filter (program id {ours}) is no longer "
-                          f"on {record.dev}", counters)
-    return Inspection("changed", f"program id {now} (`{prog_name(now)}`) sits at pfc's "
-                      f"tc handle/priority, not pfc's id {ours}", counters)
+        return Inspection("vanished", f"device {record.dev} no longer exists", None)
+    now = bpf_attach.tc_query(index, record.attach.get("handle", TC_HANDLE),
+                              record.attach.get("priority", TC_PRIORITY))
+    return health(record, "tc ingress filter", now)
 
 
+def tc_recover(intent: journal.Intent) -> Recovery:
+    index = device_index(intent.dev)
+    if index is None:
+        return Recovery("other", f"device {intent.dev} no longer exists")
+    now = bpf_attach.tc_query(index, TC_HANDLE, TC_PRIORITY)
+    found = recover_prog(intent, now, f"tc ingress of {intent.dev}")
+    if found.verdict == "old" and not intent.new.get("qdisc_existed", True) and \
+            clsact_exists(index):
+        found.removed.append(_drop_qdisc(index, intent.dev))
+    return found
 
-LOADER = Loader(tc_attach, tc_detach, tc_inspect)
+
+def tc_discover(dev: str) -> dict | None:
+    index = device_index(dev)
+    if index is None:
+        return None
+    found = discover(bpf_attach.tc_query(index, TC_HANDLE, TC_PRIORITY) or 0, "pfc_tc")
+    return found | {"handle": TC_HANDLE, "priority": TC_PRIORITY} if found else None
+
+
+LOADER = Loader(tc_attach, tc_detach, tc_inspect, tc_recover, no_retire, tc_discover)

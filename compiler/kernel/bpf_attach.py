@@ -93,6 +93,7 @@ _SIGNATURES = {
     "bpf_obj_get_info_by_fd": (ctypes.c_int, [ctypes.c_int, ctypes.c_void_p,
                                               _P(ctypes.c_uint32)]),
     "bpf_prog_get_fd_by_id": (ctypes.c_int, [ctypes.c_uint32]),
+    "bpf_map_get_fd_by_id": (ctypes.c_int, [ctypes.c_uint32]),
     "bpf_map_lookup_elem": (ctypes.c_int, [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]),
 }
 _ready = False
@@ -248,12 +249,18 @@ def prog_fd_by_id(prog_id: int) -> int:
     return _call(f"program id {prog_id}", lib().bpf_prog_get_fd_by_id, prog_id)
 
 
+def map_fd_by_id(map_id: int) -> int:
+    """A new fd for map ``map_id`` (close it); ENOENT if it is gone."""
+    return _call(f"map id {map_id}", lib().bpf_map_get_fd_by_id, map_id)
+
+
 @dataclass(frozen=True)
 class ProgInfo:
     id: int
     type: int
     tag: str
     name: str
+    map_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -266,18 +273,63 @@ class MapInfo:
     name: str
 
 
-def _info(fd: int) -> bytes:
-    buf = ctypes.create_string_buffer(256)  # zeroed: the kernel wants a zero tail
+def _info(fd: int, head: bytes = b"") -> bytes:
+    """``bpf_obj_get_info_by_fd`` into a zeroed buffer (the kernel wants a zero tail)
+    that starts with ``head`` (the request's pointers and lengths)."""
+    buf = ctypes.create_string_buffer(head, 256)
     size = ctypes.c_uint32(len(buf))
     _call(f"info of fd {fd}", lib().bpf_obj_get_info_by_fd, fd, buf, ctypes.byref(size))
     return buf.raw
 
 
+def _u32(raw: bytes, at: int) -> int:
+    return int.from_bytes(raw[at:at + 4], "little")
+
+
 def prog_info(fd: int) -> ProgInfo:
-    """``struct bpf_prog_info``: type @0, id @4, tag[8] @8, name[16] @64."""
+    """``struct bpf_prog_info``: type @0, id @4, tag[8] @8, nr_map_ids @52, map_ids
+    (a pointer) @56, name[16] @64. A second call asks for the ids of the maps the
+    program uses (``used_maps``: what its instructions reference), so its counters are
+    readable from the program alone, without pins."""
     raw = _info(fd)
-    return ProgInfo(int.from_bytes(raw[4:8], "little"), int.from_bytes(raw[0:4], "little"),
-                    raw[8:16].hex(), raw[64:80].split(b"\0")[0].decode(errors="replace"))
+    count = _u32(raw, 52)
+    ids = (ctypes.c_uint32 * max(count, 1))()
+    if count:
+        head = bytearray(64)
+        head[52:56] = count.to_bytes(4, "little")
+        head[56:64] = ctypes.addressof(ids).to_bytes(8, "little")
+        count = min(count, _u32(_info(fd, bytes(head)), 52))
+    return ProgInfo(_u32(raw, 4), _u32(raw, 0), raw[8:16].hex(),
+                    raw[64:80].split(b"\0")[0].decode(errors="replace"),
+                    tuple(ids[:count]))
+
+
+def prog_info_by_id(prog_id: int) -> ProgInfo | None:
+    """The info of loaded program ``prog_id``, or None if there is no such program."""
+    try:
+        fd = prog_fd_by_id(prog_id)
+    except OSError:
+        return None
+    try:
+        return prog_info(fd)
+    finally:
+        os.close(fd)
+
+
+def prog_map_fd(prog_id: int, name: str) -> int | None:
+    """A new fd (close it) for the map named ``name`` that program ``prog_id`` uses,
+    found through the program's map ids; None if the program or the map is gone. Map
+    names are cut to 15 bytes by the kernel (``BPF_OBJ_NAME_LEN``)."""
+    info = prog_info_by_id(prog_id)
+    for map_id in info.map_ids if info else ():
+        try:
+            fd = map_fd_by_id(map_id)
+        except OSError:
+            continue
+        if map_info(fd).name == name[:15]:
+            return fd
+        os.close(fd)
+    return None
 
 
 def map_info(fd: int) -> MapInfo:
