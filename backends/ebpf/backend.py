@@ -31,18 +31,19 @@ from importlib.resources import files
 
 import jinja2
 
-from pfc.backends.base import Artifact, Backend, Options, artifact_name
+from pfc.backends.base import Artifact, Backend, Options, artifact_name, c_comment
+from pfc.backends.ebpf import counters
 from pfc.backends.ebpf import maps as ebpf_maps
 from pfc.backends.ebpf import plan as ebpf_plan
 from pfc.frontend import ir
-from pfc.frontend.diagnostics import CompileError, Diagnostic, Note, error
+from pfc.frontend.diagnostics import CompileError, Diagnostic, Note, Severity, error
 from pfc.kernel import toolchain
 from pfc.kernel.toolchain import ToolchainError
 from pfc.oracle import packets
 
 HOOKS = ("socket", "tc", "xdp")
 PROGRAM = {h: f"pfc_{h}" for h in HOOKS}
-COUNTERS_MAP = "pfc_counters"
+COUNTERS_MAP = counters.COUNTERS_MAP
 ETH_HLEN = 14
 ALL_FEATURES = frozenset(("count", "redirect", "payload", "ipv6", "non-ip"))
 DESCRIPTIONS = {
@@ -50,7 +51,6 @@ DESCRIPTIONS = {
     "tc": "eBPF tc clsact ingress, direct action (cls_bpf); C and ELF object",
     "xdp": "eBPF XDP program (native or generic); C and ELF object",
 }
-_SAFE_SOURCE = re.compile(r"[^A-Za-z0-9_./+-]")
 
 
 def _environment() -> jinja2.Environment:
@@ -69,7 +69,7 @@ def render(policy: ir.Policy, hook: str) -> str:
 
 
 def render_plan(policy: ir.Policy, plan: ebpf_plan.ProgramPlan) -> str:
-    source = _SAFE_SOURCE.sub("?", policy.source.rsplit("/", 1)[-1])[:80]
+    source = c_comment(policy.source.rsplit("/", 1)[-1])[:80]
     return _ENV.get_template("prog.c.j2").render(plan=plan, source=source)
 
 
@@ -84,15 +84,18 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
     plan = ebpf_plan.program_plan(policy, hook)
     text = render_plan(policy, plan)
     stem = _stem(policy, hook)
-    meta = {"program": PROGRAM[hook], "counters": COUNTERS_MAP if policy.count_rules
-            else None, "count_rules": [r.index for r in policy.count_rules]}
-    data = {}
+    meta = {"program": PROGRAM[hook], "counters": COUNTERS_MAP,
+            "counter_slots": plan.slots.meta(),
+            "count_rules": [r.index for r in policy.count_rules]}
+    data, notes = {}, []
     if plan.sets:
-        meta |= {"maps": ebpf_maps.maps_meta(plan.sets), "maps_file": f"{stem}.maps.json"}
+        meta |= {"maps": ebpf_maps.maps_meta(plan.sets), "maps_file": f"{stem}.maps.json",
+                 "ready_map": counters.READY_MAP}
         data = {f"{stem}.maps.json": ebpf_maps.maps_file(plan.sets)}
+        notes = [load_note(policy, plan, stem)]
     if options.format == "c":
         return Artifact(options.target, hook, "c", text, {f"{stem}.c": text.encode()} | data,
-                        policy, meta)
+                        policy, meta, notes)
     try:
         built = toolchain.compile_c(text, stem)
     except ToolchainError as exc:
@@ -103,7 +106,25 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
     files_ = {f"{stem}.o": built.obj, f"{stem}.c": text.encode(),
               f"{stem}.clang.txt": command.encode()} | data
     return Artifact(options.target, hook, "o", None, files_, policy,
-                    meta | {"clang": built.command})
+                    meta | {"clang": built.command}, notes)
+
+
+def load_note(policy: ir.Policy, plan: ebpf_plan.ProgramPlan, stem: str) -> Diagnostic:
+    """A note on the first rule whose list became maps: the object needs them filled
+    before it passes anything (``pfc_ready``), and how to load it."""
+    owner = next(r.index for r in plan.rules for b in r.branches for m in b.ip_matches
+                 if m.setmap is not None)
+    rule = policy.rule(owner)
+    where = "/sys/fs/bpf/pfc-" + re.sub(r"[^A-Za-z0-9_-]", "_", stem)
+    steps = (f"bpftool prog loadall {stem}.o {where}/progs pinmaps {where}/maps; "
+             f"python3 -m pfc.backends.ebpf.maps {stem}.maps.json {where}/maps > fill.batch; "
+             "bpftool batch file fill.batch")
+    return Diagnostic(
+        Severity.NOTE, f"the list of the rule at line {rule.line} is a map that the loader "
+        f"fills from {stem}.maps.json: loaded as it is (`ip link set ... obj`, `tc filter "
+        "... obj`), the program drops every packet until the maps are filled",
+        rule.span, hint=f"load it with `pfc load`, or by hand: {steps}, then attach the "
+        "pinned program (docs/ebpf.md)", code="maps-at-load")
 
 
 def _clang_diagnostic(policy: ir.Policy, text: str, exc: ToolchainError) -> Diagnostic:

@@ -125,6 +125,9 @@ def _compile(args: argparse.Namespace) -> int:
     except CompileError as exc:
         print_diagnostics(exc.diagnostics, compiled.sources)
         return 1
+    notes = artifact.diagnostics[len(compiled.diagnostics):]  # the backend's, after api's
+    if notes:
+        print_diagnostics(notes, compiled.sources)
     if args.hook is None and artifact.hook != backend(args.target).hooks[0]:
         print(f"note: compiled for hook `{artifact.hook}` (`pfc targets` explains the "
               "hooks; --hook chooses)", file=sys.stderr)
