@@ -245,7 +245,7 @@ def limits(policy: ir.Policy) -> list[Diagnostic]:
             try:
                 lowering.rule(rule, family)
             except CompileError as exc:
-                out += exc.diagnostics
+                out += [d for d in exc.diagnostics if d not in out]  # split halves: once
                 break
     return out
 
