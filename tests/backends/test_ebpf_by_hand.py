@@ -81,6 +81,19 @@ def test_compile_notes_how_to_load_an_object_with_maps():
     assert "pfc load" in note.hint and "bpftool batch file" in note.hint
 
 
+def test_pfc_compile_prints_the_note_on_stderr(tmp_path):
+    pfc = str(ROOT / ".venv" / "bin" / "pfc")
+    done = subprocess.run([pfc, "compile", str(ROOT / "examples" / "ddos-blocklist.pf"),
+                           "--target", "xdp", "-f", "c", "-o", f"{tmp_path}/"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "note: the list of the rule at line 9 is a map" in done.stderr
+    assert "drops every packet until the maps are filled" in done.stderr
+    quiet = subprocess.run([pfc, "compile", str(ROOT / "examples" / "edge-drop.pf"),
+                            "--target", "xdp", "-f", "c"], capture_output=True, text=True)
+    assert quiet.returncode == 0 and "note:" not in quiet.stderr
+
+
 # ---------------------------------------------------- attached as it is, by hand
 
 def _run(command: str, cwd: Path | None = None) -> str:
