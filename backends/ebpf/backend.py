@@ -27,6 +27,7 @@ What each hook sees (``view``), measured on Linux 6.18 (docs/ebpf.md):
 from __future__ import annotations
 
 import re
+import struct
 from importlib.resources import files
 
 import jinja2
@@ -100,6 +101,9 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
         built = toolchain.compile_c(text, stem)
     except ToolchainError as exc:
         raise CompileError([_clang_diagnostic(policy, text, exc)]) from exc
+    size = program_insns(built.obj, hook)
+    if size > MAX_JUMP:
+        raise CompileError([_too_long(policy, hook, size)])
     command = (f"# The exact command that built {stem}.o, run in a directory holding the C\n"
                f"# source as {stem}.c (`pfc compile -o` may have renamed both).\n"
                f"{built.command}\n")
@@ -107,6 +111,41 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
               f"{stem}.clang.txt": command.encode()} | data
     return Artifact(options.target, hook, "o", None, files_, policy,
                     meta | {"clang": built.command}, notes)
+
+
+# BPF jumps are 16-bit signed instruction offsets. clang 14 (Debian 12) has no 32-bit
+# `gotol` and emits out-of-range jumps without an error; every pfc program jumps from
+# its first tests to its end, so a longer program never loads ("jump out of range").
+MAX_JUMP = 32767
+
+
+def program_insns(obj: bytes, section: str) -> int:
+    """Instructions (8 bytes each) in the ELF64 object's section ``section``; 0 if it
+    has none."""
+    shoff = struct.unpack_from("<Q", obj, 0x28)[0]
+    entsize, count, names = struct.unpack_from("<HHH", obj, 0x3A)
+
+    def header(i: int) -> tuple[int, int, int]:
+        name, _, _, _, offset, size = struct.unpack_from("<IIQQQQ", obj, shoff + i * entsize)
+        return name, offset, size
+
+    strings = header(names)[1]
+    for i in range(count):
+        name, _, size = header(i)
+        end = obj.index(b"\0", strings + name)
+        if obj[strings + name:end].decode("ascii", "replace") == section:
+            return size // 8
+    return 0
+
+
+def _too_long(policy: ir.Policy, hook: str, size: int) -> Diagnostic:
+    span = policy.rules[0].span if policy.rules else policy.default_span
+    return error(f"target `{hook}`: the policy's {len(policy.rules):,} rules compile to "
+                 f"{size:,} BPF instructions; the program cannot jump over more than "
+                 f"{MAX_JUMP:,} (16-bit jump offsets), so the kernel would refuse it",
+                 span, code="too-large",
+                 hint="merge rules into lists (a list of addresses is one map lookup), "
+                 "split the policy, or use nft or iptables")
 
 
 def load_note(policy: ir.Policy, plan: ebpf_plan.ProgramPlan, stem: str) -> Diagnostic:

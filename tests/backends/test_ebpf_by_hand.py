@@ -6,6 +6,7 @@
   it in the ``not_ready`` slot; ``open_filled`` makes it enforce the policy.
 - docs/ebpf.md's first recipe, run line by line as written (``eth0`` the lab's device),
   attaches both hooks, and their counters show the flood dropped by XDP.
+- A program too long for 16-bit jumps is refused by ``pfc compile``, not by the kernel.
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from pfc.backends.ebpf import backend as ebpf_backend
 from pfc.backends.ebpf import counters as ebpf_counters
 from pfc.backends.ebpf import maps as ebpf_maps
 from pfc.backends.ebpf import run as ebpf_run
+from pfc.build import build_artifact
 from pfc.frontend.ir import Verdict
+from pfc.frontend.pipeline import compile_text
 from pfc.kernel import bpf, netns
 from pfc.oracle import framebuild as fb
 from pfc.oracle.interp import evaluate
@@ -188,3 +192,28 @@ def test_the_first_recipe_of_docs_ebpf_md_works_as_written(tmp_path):
         tc = await_counts(progs["tc"], {1: 2})
     assert (xdp[0], xdp[1]) == (3, 2)  # the rule dropped the flood, the default passed
     assert (tc[0], tc[1]) == (0, 2)  # tc saw only what XDP passed
+
+
+# ----------------------------------------------------------- programs too long
+
+def test_program_size_is_read_from_the_object(tmp_path):
+    art = build("drop udp dst 192.168.0.79 dport 12345\n", "xdp")
+    obj = next(data for name, data in art.files.items() if name.endswith(".o"))
+    (tmp_path / "x.o").write_bytes(obj)
+    shown = subprocess.run(["llvm-objdump", "-d", str(tmp_path / "x.o")],
+                           capture_output=True, text=True, check=True).stdout
+    last = max(int(m.group(1)) for m in re.finditer(r"^\s+(\d+):", shown, re.M))
+    assert ebpf_backend.program_insns(obj, "xdp") == last + 1  # the last is one slot
+    assert ebpf_backend.program_insns(obj, "tc") == 0
+
+
+def test_a_program_too_long_to_jump_over_is_refused(monkeypatch):
+    """A policy whose program passes 32767 instructions (h3_cbpf_340_rules.pf: 37,817
+    for XDP) used to compile and then fail to load ("jump out of range"); now compile
+    refuses it (shown here with the limit lowered, which keeps the test fast)."""
+    monkeypatch.setattr(ebpf_backend, "MAX_JUMP", 40)
+    compiled = compile_text("drop udp dport 1 sport 2\ndrop udp dport 3 sport 4\n", "t.pf")
+    artifact, diags = build_artifact(compiled, "xdp")
+    assert artifact is None and diags[0].code == "too-large"
+    assert "BPF instructions; the program cannot jump over more than 40" in diags[0].message
+    assert build_artifact(compiled, "xdp", "c")[0] is not None  # the C alone: no object
