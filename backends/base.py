@@ -3,7 +3,14 @@
 Backends print; they don't decide. A change of meaning is an IR→IR pass run before
 ``emit`` (``Backend.passes``). What a target cannot express is reported by
 :func:`capability_errors` as an error on the user's rule, naming the target and the
-targets that can; a backend never drops a rule silently.
+targets that can; a backend never drops a rule silently. That covers sizes too: a
+backend whose emitter refuses a policy for its size (iptables' alternatives per rule)
+says so in its ``limits`` hook, so ``pfc check --target T`` refuses what ``pfc compile``
+would.
+
+User strings reach emitted text only through :func:`printable` (``#`` comment lines of
+nft, iptables-restore and ipset restore files) and :func:`c_comment` (inside ``/* */``);
+names go through :func:`check_name` / :func:`check_dev` (allow-lists).
 """
 
 from __future__ import annotations
@@ -55,7 +62,21 @@ class Artifact:
     diagnostics: list[Diagnostic] = field(default_factory=list)  # the front end's warnings
 
 
+# The key of the default verdict's (packets, bytes) in a runner's ``Observation.counters``,
+# beside the rule indexes: every runner reports every rule and the default.
+DEFAULT_COUNTER = "default"
+
+Counters = dict[int | str, tuple[int, int]]
+
+
+def counters_since(after: Counters, before: Counters) -> Counters:
+    """(packets, bytes) per key counted between two readings of the same counters."""
+    return {k: (p - before.get(k, (0, 0))[0], b - before.get(k, (0, 0))[1])
+            for k, (p, b) in after.items()}
+
+
 Pass = Callable[[ir.Policy], ir.Policy]
+Limits = Callable[[ir.Policy], list[Diagnostic]]
 
 
 Runner = Callable[[Artifact, list[bytes]], Observation]
@@ -95,6 +116,9 @@ class Backend:
     view: View = raw_view  # what the hook sees of a frame; None: never sees it
     # the hook when none is asked for, from the other options (None: ``hooks[0]``)
     pick_hook: Callable[[Options], str] | None = None
+    # what the target cannot take in a policy it can express rule by rule (sizes,
+    # combinations): errors on the rules, for the *lowered* policy (``lower``)
+    limits: Limits | None = None
 
     def default_hook(self, options: Options) -> str:
         return self.pick_hook(options) if self.pick_hook else self.hooks[0]
@@ -120,9 +144,23 @@ def rule_features(rule: ir.Rule) -> set[str]:
     return needs
 
 
-def capability_errors(policy: ir.Policy, backend: Backend,
-                      registry: dict[str, Backend]) -> list[Diagnostic]:
-    """One error per rule the backend cannot express."""
+def capability_errors(policy: ir.Policy, backend: Backend, registry: dict[str, Backend],
+                      limits: bool = True) -> list[Diagnostic]:
+    """One error per rule the backend cannot express; then, when every rule can be
+    expressed and ``limits`` is true, what the backend's ``limits`` hook says of the
+    policy after the backend's passes (a rule that needs too many iptables rules, a
+    policy too large for classic BPF). ``build_artifact`` passes ``limits=False``: the
+    emitter enforces the same limits with the same diagnostics, and the passes would
+    run twice."""
+    out = feature_errors(policy, backend, registry)
+    if not out and limits and backend.limits is not None:
+        out = backend.limits(backend.lower(policy))
+    return out
+
+
+def feature_errors(policy: ir.Policy, backend: Backend,
+                   registry: dict[str, Backend]) -> list[Diagnostic]:
+    """One error per rule needing a feature (``FEATURES``) the backend lacks."""
     out = []
     for rule in policy.rules:
         missing = sorted(rule_features(rule) - backend.supports)
@@ -136,6 +174,20 @@ def capability_errors(policy: ir.Policy, backend: Backend,
             rule.span, hint=("targets that can: " + ", ".join(able)) if able else None,
             code="unsupported"))
     return out
+
+
+def printable(text: str) -> str:
+    """``text`` on one line of printable ASCII: every other character (newline, tab,
+    escape sequences, NUL, any non-ASCII letter) and the backslash written as a Python
+    escape (``\\n``, ``\\x1b``, ``\\xe9``, ``\\u2028``, ``\\\\``). Safe after ``#`` in
+    nft, iptables-restore and ``ipset restore`` input, which end a comment only at a
+    newline; it is not safe inside a quoted string of any of them."""
+    return text.encode("unicode_escape").decode("ascii")
+
+
+def c_comment(text: str) -> str:
+    """``printable(text)`` that cannot end a C block comment (``*/`` becomes ``* /``)."""
+    return printable(text).replace("*/", "* /")
 
 
 _SAFE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,30}$")

@@ -1,12 +1,14 @@
 """pfc's XDP and tc programs against hand-written C with the same meaning.
 
 The rule is examples/edge-drop.pf (``drop udp dst 192.168.0.79 dport 12345``); the
-peers are benchmarks/handwritten/edge_drop_{xdp,tc}.c. Each program runs in the
-kernel through ``BPF_PROG_TEST_RUN`` with ``repeat`` (the kernel reports the mean
-ns per run), on a frame that matches (dropped) and one that misses only on the port
-(every header test runs, then passes). pfc and hand-written runs alternate
-(A B A B ...) for several rounds, so drift (frequency, other load) hits both alike;
-the table shows the mean of the rounds and the ratio pfc / hand-written.
+peers are benchmarks/handwritten/edge_drop_{xdp,tc}.c (``hand``: the match alone) and
+edge_drop_counted_{xdp,tc}.c (``counted``: the same with the counters every pfc program
+keeps, a packet and byte counter per rule and for the default in a per-CPU array). Each
+program runs in the kernel through ``BPF_PROG_TEST_RUN`` with ``repeat`` (the kernel
+reports the mean ns per run), on a frame that matches (dropped) and one that misses only
+on the port (every header test runs, then passes). The programs' runs alternate
+(A B C A B C ...) for several rounds, so drift (frequency, other load) hits all alike;
+the table shows the mean of the rounds and the ratios pfc / peer.
 
     sudo .venv/bin/python benchmarks/ebpf_vs_handwritten.py [--repeat N] [--rounds R]
 """
@@ -28,6 +30,7 @@ from pfc.kernel import bpf, toolchain
 HERE = Path(__file__).resolve().parent
 EXAMPLE = HERE.parent / "examples" / "edge-drop.pf"
 HOOKS = ("xdp", "tc")
+PEERS = {"hand": "edge_drop_{hook}", "counted": "edge_drop_counted_{hook}"}
 
 
 def udp_frame(dport: int, dst: bytes = bytes([192, 168, 0, 79])) -> bytes:
@@ -49,7 +52,7 @@ RETVALS = {"xdp": {1: "drop", 2: "pass"}, "tc": {2: "drop", 0: "pass"}}
 
 
 def programs() -> dict[tuple[str, str], tuple[bpf.Object, bpf.Program]]:
-    """(hook, "pfc" | "hand") → loaded program."""
+    """(hook, "pfc" | a peer) → loaded program."""
     compiled = compile_path(EXAMPLE)
     out = {}
     for hook in HOOKS:
@@ -58,9 +61,11 @@ def programs() -> dict[tuple[str, str], tuple[bpf.Object, bpf.Program]]:
             raise SystemExit(f"pfc could not compile {EXAMPLE} for {hook}: {diags}")
         obj = ebpf_maps.open_filled(artifact)  # the maps of large sets, if any
         out[hook, "pfc"] = obj, obj.programs[f"pfc_{hook}"]
-        source = (HERE / "handwritten" / f"edge_drop_{hook}.c").read_text()
-        hand = bpf.Object(toolchain.compile_c(source, f"edge_drop_{hook}").obj, hook)
-        out[hook, "hand"] = hand, hand.programs[f"edge_drop_{hook}"]
+        for peer, stem in PEERS.items():
+            name = stem.format(hook=hook)
+            source = (HERE / "handwritten" / f"{name}.c").read_text()
+            hand = bpf.Object(toolchain.compile_c(source, name).obj, hook)
+            out[hook, peer] = hand, hand.programs[name]
     return out
 
 
@@ -74,7 +79,7 @@ def check_meaning(progs) -> None:
 
 
 def measure(progs, repeat: int, rounds: int) -> dict[tuple[str, str, str], list[int]]:
-    """ns per run as the kernel reports it, alternating pfc and hand-written for each
+    """ns per run as the kernel reports it, alternating pfc and the peers for each
     (hook, frame). The kernel's figure is whole nanoseconds (its mean, truncated); the
     mean over rounds recovers part of the fraction. Wall-clock time of the call is no
     better for XDP: each XDP test run with repeat > 1 flips a static key
@@ -83,7 +88,7 @@ def measure(progs, repeat: int, rounds: int) -> dict[tuple[str, str, str], list[
     for _ in range(rounds):
         for hook in HOOKS:
             for kind, frame in FRAMES.items():
-                for who in ("pfc", "hand"):
+                for who in ("pfc", *PEERS):
                     run = progs[hook, who][1].test_run(frame, repeat=repeat)
                     times.setdefault((hook, kind, who), []).append(run.duration)
     return times
@@ -93,28 +98,31 @@ def table(times) -> list[dict]:
     rows = []
     for hook in HOOKS:
         for kind in FRAMES:
-            pfc = statistics.mean(times[hook, kind, "pfc"])
-            hand = statistics.mean(times[hook, kind, "hand"])
-            rows.append({"hook": hook, "frame": kind, "pfc_ns": pfc, "hand_ns": hand,
-                         "ratio": pfc / hand if hand else float("nan"),
-                         "pfc_runs": times[hook, kind, "pfc"],
-                         "hand_runs": times[hook, kind, "hand"]})
+            row: dict = {"hook": hook, "frame": kind}
+            pfc = row["pfc_ns"] = statistics.mean(times[hook, kind, "pfc"])
+            row["pfc_runs"] = times[hook, kind, "pfc"]
+            for peer in PEERS:
+                ns = row[f"{peer}_ns"] = statistics.mean(times[hook, kind, peer])
+                row[f"pfc/{peer}"] = pfc / ns if ns else float("nan")
+                row[f"{peer}_runs"] = times[hook, kind, peer]
+            rows.append(row)
     return rows
 
 
 def print_table(rows, repeat: int, rounds: int) -> None:
     print(f"edge-drop, BPF_PROG_TEST_RUN repeat={repeat}, {rounds} alternating rounds, "
           "mean ns per packet (kernel-reported)")
-    print(f"{'hook':<5} {'frame':<12} {'pfc ns':>8} {'hand ns':>8} {'pfc/hand':>9}")
+    print(f"{'hook':<5} {'frame':<12} {'pfc ns':>8} {'hand ns':>8} {'counted ns':>11} "
+          f"{'pfc/hand':>9} {'pfc/counted':>12}")
     for r in rows:
         print(f"{r['hook']:<5} {r['frame']:<12} {r['pfc_ns']:>8.2f} {r['hand_ns']:>8.2f} "
-              f"{r['ratio']:>9.3f}")
+              f"{r['counted_ns']:>11.2f} {r['pfc/hand']:>9.3f} {r['pfc/counted']:>12.3f}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1_000_000)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args = parser.parse_args(argv)
     progs = programs()

@@ -71,7 +71,8 @@ def compile(policy: PolicyInput, target: str, *, format: str | None = None,  # n
             notrack: bool = False) -> Artifact:
     """The policy compiled for ``target`` (see ``pfc targets``). ``artifact.text`` is the
     printable form, ``artifact.files`` what ``pfc compile -o`` writes; the front end's
-    warnings are in ``artifact.diagnostics``. CompileError if the policy has errors or
+    warnings are in ``artifact.diagnostics``, then the backend's notes (e.g. an eBPF
+    object whose maps must be filled at load time). CompileError if the policy has errors or
     the target cannot express a rule; OptionError for a bad format, hook or name."""
     compiled = front(policy)
     compiled.require()
@@ -79,7 +80,7 @@ def compile(policy: PolicyInput, target: str, *, format: str | None = None,  # n
                                      table=table, notrack=notrack)
     if artifact is None:
         raise CompileError(diags, compiled.sources)
-    artifact.diagnostics = list(compiled.diagnostics)
+    artifact.diagnostics = list(compiled.diagnostics) + artifact.diagnostics  # backend notes last
     return artifact
 
 

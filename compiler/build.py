@@ -37,7 +37,8 @@ def build_artifact(compiled: Compiled, target: str, fmt: str | None = None,
     """
     chosen = backend(target)
     policy = compiled.require()
-    diags = capability_errors(policy, chosen, backends.registry())
+    # the backend's size limits are enforced by its emitter, with the same diagnostics
+    diags = capability_errors(policy, chosen, backends.registry(), limits=False)
     if diags:
         return None, diags
     fmt = fmt or chosen.formats[0]

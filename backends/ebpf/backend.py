@@ -27,22 +27,24 @@ What each hook sees (``view``), measured on Linux 6.18 (docs/ebpf.md):
 from __future__ import annotations
 
 import re
+import struct
 from importlib.resources import files
 
 import jinja2
 
-from pfc.backends.base import Artifact, Backend, Options, artifact_name
+from pfc.backends.base import Artifact, Backend, Options, artifact_name, c_comment
+from pfc.backends.ebpf import counters
 from pfc.backends.ebpf import maps as ebpf_maps
 from pfc.backends.ebpf import plan as ebpf_plan
 from pfc.frontend import ir
-from pfc.frontend.diagnostics import CompileError, Diagnostic, Note, error
+from pfc.frontend.diagnostics import CompileError, Diagnostic, Note, Severity, error
 from pfc.kernel import toolchain
 from pfc.kernel.toolchain import ToolchainError
 from pfc.oracle import packets
 
 HOOKS = ("socket", "tc", "xdp")
 PROGRAM = {h: f"pfc_{h}" for h in HOOKS}
-COUNTERS_MAP = "pfc_counters"
+COUNTERS_MAP = counters.COUNTERS_MAP
 ETH_HLEN = 14
 ALL_FEATURES = frozenset(("count", "redirect", "payload", "ipv6", "non-ip"))
 DESCRIPTIONS = {
@@ -50,7 +52,6 @@ DESCRIPTIONS = {
     "tc": "eBPF tc clsact ingress, direct action (cls_bpf); C and ELF object",
     "xdp": "eBPF XDP program (native or generic); C and ELF object",
 }
-_SAFE_SOURCE = re.compile(r"[^A-Za-z0-9_./+-]")
 
 
 def _environment() -> jinja2.Environment:
@@ -69,7 +70,7 @@ def render(policy: ir.Policy, hook: str) -> str:
 
 
 def render_plan(policy: ir.Policy, plan: ebpf_plan.ProgramPlan) -> str:
-    source = _SAFE_SOURCE.sub("?", policy.source.rsplit("/", 1)[-1])[:80]
+    source = c_comment(policy.source.rsplit("/", 1)[-1])[:80]
     return _ENV.get_template("prog.c.j2").render(plan=plan, source=source)
 
 
@@ -84,26 +85,85 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
     plan = ebpf_plan.program_plan(policy, hook)
     text = render_plan(policy, plan)
     stem = _stem(policy, hook)
-    meta = {"program": PROGRAM[hook], "counters": COUNTERS_MAP if policy.count_rules
-            else None, "count_rules": [r.index for r in policy.count_rules]}
-    data = {}
+    meta = {"program": PROGRAM[hook], "counters": COUNTERS_MAP,
+            "counter_slots": plan.slots.meta(),
+            "count_rules": [r.index for r in policy.count_rules]}
+    data, notes = {}, []
     if plan.sets:
-        meta |= {"maps": ebpf_maps.maps_meta(plan.sets), "maps_file": f"{stem}.maps.json"}
+        meta |= {"maps": ebpf_maps.maps_meta(plan.sets), "maps_file": f"{stem}.maps.json",
+                 "ready_map": counters.READY_MAP}
         data = {f"{stem}.maps.json": ebpf_maps.maps_file(plan.sets)}
+        notes = [load_note(policy, plan, stem)]
     if options.format == "c":
         return Artifact(options.target, hook, "c", text, {f"{stem}.c": text.encode()} | data,
-                        policy, meta)
+                        policy, meta, notes)
     try:
         built = toolchain.compile_c(text, stem)
     except ToolchainError as exc:
         raise CompileError([_clang_diagnostic(policy, text, exc)]) from exc
+    size = program_insns(built.obj, hook)
+    if size > MAX_JUMP:
+        raise CompileError([_too_long(policy, hook, size)])
     command = (f"# The exact command that built {stem}.o, run in a directory holding the C\n"
                f"# source as {stem}.c (`pfc compile -o` may have renamed both).\n"
                f"{built.command}\n")
     files_ = {f"{stem}.o": built.obj, f"{stem}.c": text.encode(),
               f"{stem}.clang.txt": command.encode()} | data
     return Artifact(options.target, hook, "o", None, files_, policy,
-                    meta | {"clang": built.command})
+                    meta | {"clang": built.command}, notes)
+
+
+# BPF jumps are 16-bit signed instruction offsets. clang 14 (Debian 12) has no 32-bit
+# `gotol` and emits out-of-range jumps without an error; every pfc program jumps from
+# its first tests to its end, so a longer program never loads ("jump out of range").
+MAX_JUMP = 32767
+
+
+def program_insns(obj: bytes, section: str) -> int:
+    """Instructions (8 bytes each) in the ELF64 object's section ``section``; 0 if it
+    has none."""
+    shoff = struct.unpack_from("<Q", obj, 0x28)[0]
+    entsize, count, names = struct.unpack_from("<HHH", obj, 0x3A)
+
+    def header(i: int) -> tuple[int, int, int]:
+        name, _, _, _, offset, size = struct.unpack_from("<IIQQQQ", obj, shoff + i * entsize)
+        return name, offset, size
+
+    strings = header(names)[1]
+    for i in range(count):
+        name, _, size = header(i)
+        end = obj.index(b"\0", strings + name)
+        if obj[strings + name:end].decode("ascii", "replace") == section:
+            return size // 8
+    return 0
+
+
+def _too_long(policy: ir.Policy, hook: str, size: int) -> Diagnostic:
+    span = policy.rules[0].span if policy.rules else policy.default_span
+    return error(f"target `{hook}`: the policy's {len(policy.rules):,} rules compile to "
+                 f"{size:,} BPF instructions; the program cannot jump over more than "
+                 f"{MAX_JUMP:,} (16-bit jump offsets), so the kernel would refuse it",
+                 span, code="too-large",
+                 hint="merge rules into lists (a list of addresses is one map lookup), "
+                 "split the policy, or use nft or iptables")
+
+
+def load_note(policy: ir.Policy, plan: ebpf_plan.ProgramPlan, stem: str) -> Diagnostic:
+    """A note on the first rule whose list became maps: the object needs them filled
+    before it passes anything (``pfc_ready``), and how to load it."""
+    owner = next(r.index for r in plan.rules for b in r.branches for m in b.ip_matches
+                 if m.setmap is not None)
+    rule = policy.rule(owner)
+    where = "/sys/fs/bpf/pfc-" + re.sub(r"[^A-Za-z0-9_-]", "_", stem)
+    steps = (f"bpftool prog loadall {stem}.o {where}/progs pinmaps {where}/maps; "
+             f"python3 -m pfc.backends.ebpf.maps {stem}.maps.json {where}/maps > fill.batch; "
+             "bpftool batch file fill.batch")
+    return Diagnostic(
+        Severity.NOTE, f"the list of the rule at line {rule.line} is a map that the loader "
+        f"fills from {stem}.maps.json: loaded as it is (`ip link set ... obj`, `tc filter "
+        "... obj`), the program drops every packet until the maps are filled",
+        rule.span, hint=f"load it with `pfc load`, or by hand: {steps}, then attach the "
+        "pinned program (docs/ebpf.md)", code="maps-at-load")
 
 
 def _clang_diagnostic(policy: ir.Policy, text: str, exc: ToolchainError) -> Diagnostic:

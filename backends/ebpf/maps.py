@@ -22,7 +22,9 @@ Whoever loads the object fills every map before the program sees a packet:
 :func:`open_filled` is the one place that does it (test runs, ``pfc load``,
 ``pfc.attach_socket``, benchmarks); :func:`bpftool_batch` (and ``python -m
 pfc.backends.ebpf.maps MAPS.json PIN_DIR``) prints the same fill as ``bpftool batch``
-input for objects loaded by hand (docs/ebpf.md).
+input for objects loaded by hand (docs/ebpf.md). Both write the ready map
+(``pfc_ready``, :mod:`pfc.backends.ebpf.counters`) last: until then the program drops
+every packet, so an object attached with its maps empty fails closed.
 """
 
 from __future__ import annotations
@@ -34,11 +36,13 @@ import struct
 from collections.abc import Iterable, Iterator
 
 from pfc.backends.base import Artifact
+from pfc.backends.ebpf.counters import READY_MAP
 from pfc.backends.ebpf.plan import SetMap
 from pfc.kernel import bpf
 
 FORMAT = "pfc-ebpf-maps/1"
 VALUE = 1
+READY_VALUE = (1).to_bytes(4, "little")  # pfc_ready[0]: u32 1
 FAMILY = {4: socket.AF_INET, 6: socket.AF_INET6}
 ADDR_BYTES = {4: 4, 6: 16}
 TOP_ENTRIES = 1 << 18  # bitmap sets: one top entry per 64 /24s
@@ -186,12 +190,15 @@ def object_bytes(artifact: Artifact) -> bytes:
 
 
 def open_filled(artifact: Artifact, elf: bytes | None = None) -> bpf.Object:
-    """Load the artifact's object (``elf`` if given) and fill its maps: the program
-    sees no packet before the maps hold the sets. Closes the object on failure."""
+    """Load the artifact's object (``elf`` if given), fill its maps, then set its ready
+    map (``meta["ready_map"]``) to 1: until then the program drops every packet.
+    Closes the object on failure."""
     obj = bpf.Object(elf if elf is not None else object_bytes(artifact),
                      artifact.meta["program"])
     try:
         fill(obj, artifact)
+        if artifact.meta.get("ready_map"):
+            obj.maps[artifact.meta["ready_map"]].update(0, READY_VALUE)
     except BaseException:
         obj.close()
         raise
@@ -202,7 +209,8 @@ def bpftool_batch(records: list[dict], pin_dir: str) -> str:
     """``bpftool batch file`` input that fills the maps of the sets ``records``
     (``maps_of``/``parse``) of an object loaded by hand with ``bpftool prog loadall OBJ
     PROGDIR pinmaps PIN_DIR`` (maps pinned by name; arrays start zeroed, so only
-    non-zero entries are written)."""
+    non-zero entries are written), then sets the ready map: last, so the program starts
+    judging only with every set in place (an object with sets always has it)."""
     lines = []
     for record in records:
         for name, keys, values in updates(record):
@@ -216,6 +224,9 @@ def bpftool_batch(records: list[dict], pin_dir: str) -> str:
                 value = " ".join(f"{b:02x}" for b in values[i * vsize:(i + 1) * vsize])
                 lines.append(f"map update pinned {pin_dir}/{name} key hex {key} "
                              f"value hex {value}")
+    if records:
+        lines.append(f"map update pinned {pin_dir}/{READY_MAP} key hex 00 00 00 00 "
+                     f"value hex {READY_VALUE.hex(' ')}")
     return "\n".join(lines) + ("\n" if lines else "")
 
 

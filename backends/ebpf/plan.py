@@ -16,7 +16,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from pfc.backends.base import rule_features
+from pfc.backends.base import c_comment, rule_features
+from pfc.backends.ebpf import counters
 from pfc.frontend import ir
 
 # Field layout per IP version: (offset from the IP header, size in bytes).
@@ -161,6 +162,8 @@ class RulePlan:
     comment: str
     branches: tuple[Branch, ...]  # empty: the rule holds for every frame
     redirect: RedirectPlan | None = None
+    slot: int = 0  # its entry in pfc_counters
+
 
 
 @dataclass
@@ -168,7 +171,7 @@ class ProgramPlan:
     hook: str
     default: str  # drop | pass
     rules: list[RulePlan]
-    counter_slots: int
+    slots: counters.Slots
     l4_versions: frozenset[int]  # IP versions whose transport header a rule reads
     need: int  # bytes from the frame start the program may read directly (tc pull)
     features: frozenset[str] = frozenset()  # base.FEATURES the rules use
@@ -379,15 +382,15 @@ def describe(rule: ir.Rule) -> str:
         port = rule.action.port
         words.append(f"to {rule.action.address}" + (f" port {port}" if port is not None
                                                      else ""))
-    return " ".join(words).replace("*/", "* /")
+    return c_comment(" ".join(words))
 
 
-def rule_plan(rule: ir.Rule) -> RulePlan:
+def rule_plan(rule: ir.Rule, slot: int = 0) -> RulePlan:
     versions = sorted(rule.family.versions) if rule.family is not ir.Family.ANY else []
     branches = tuple(branch(rule, v) for v in versions)
     redirect = redirect_plan(rule) if isinstance(rule.action, ir.Redirect) else None
     return RulePlan(rule.index, rule.line, rule.action.name, describe(rule),
-                    branches, redirect)
+                    branches, redirect, slot)
 
 
 # ------------------------------------------------------------------------------ program
@@ -409,10 +412,12 @@ def reach(plan: RulePlan, l2: int) -> int:
 
 
 def program_plan(policy: ir.Policy, hook: str) -> ProgramPlan:
-    rules = [rule_plan(r) for r in policy.rules]
+    """The program for ``hook``. Every rule and the default count the packets they
+    decide (count rules: those they held on) in ``pfc_counters``; a program with sets
+    (maps filled at load time) also has the ready map and its ``not_ready`` slot."""
+    rules = [rule_plan(r, n) for n, r in enumerate(policy.rules)]
     l4_versions = frozenset(b.version for r in rules for b in r.branches if b.l4_matches) | {
         r.redirect.version for r in rules if r.redirect}
-    slots = max((r.index for r in policy.count_rules), default=-1) + 1
     features = frozenset().union(*(rule_features(r) for r in policy.rules))
     far = any(m.kind == "payload" and not m.direct
               for r in rules for b in r.branches for m in b.l4_matches)
@@ -422,5 +427,5 @@ def program_plan(policy: ir.Policy, hook: str) -> ProgramPlan:
     need = max((reach(r, l2) for r in rules), default=l2)
     sets = tuple(m.setmap for r in rules for b in r.branches for m in b.ip_matches
                  if m.setmap is not None)
-    return ProgramPlan(hook, policy.default.value, rules, slots, l4_versions, need, features,
-                       far and hook != "socket", sets=sets)
+    return ProgramPlan(hook, policy.default.value, rules, counters.slots(policy, bool(sets)),
+                       l4_versions, need, features, far and hook != "socket", sets=sets)

@@ -26,6 +26,7 @@ import os
 import weakref
 
 from pfc.backends.base import Artifact
+from pfc.backends.ebpf import counters as ebpf_counters
 from pfc.backends.ebpf import maps as ebpf_maps
 from pfc.frontend import ir
 from pfc.kernel import bpf
@@ -108,11 +109,26 @@ def test_run(hook: str, prog: bpf.Program, frame: bytes) -> tuple[ir.Verdict, by
     return verdict, out
 
 
-def counters(artifact: Artifact, obj: bpf.Object) -> dict[int, tuple[int, int]] | None:
-    if not artifact.meta.get("counters"):
-        return {}
-    table = obj.maps[artifact.meta["counters"]]
-    return {i: table.sum_u64(i) for i in artifact.meta["count_rules"]}
+def all_counters(artifact: Artifact, obj: bpf.Object) -> dict[int | str, tuple[int, int]]:
+    """(packets, bytes) of every rule (by index), the default (``"default"``) and, for
+    an object with a ready map, ``"not_ready"`` (:func:`pfc.backends.ebpf.counters.read`)."""
+    return ebpf_counters.read(artifact.meta, obj.maps[artifact.meta["counters"]])
+
+
+def counters(artifact: Artifact, obj: bpf.Object) -> dict[int, tuple[int, int]]:
+    """(packets, bytes) of the ``count`` rules only (``pfc.attach_socket``'s
+    ``counters()``)."""
+    found = all_counters(artifact, obj)
+    return {i: found[i] for i in artifact.meta["count_rules"]}
+
+
+def observed_counters(artifact: Artifact, obj: bpf.Object) -> dict[int | str, tuple[int, int]]:
+    """What the differential tests compare with the interpreter: every rule and the
+    default (``not_ready`` is 0 on an object ``open_filled`` loaded, and has no
+    counterpart in the interpreter)."""
+    found = all_counters(artifact, obj)
+    found.pop(ebpf_counters.NOT_READY, None)
+    return found
 
 
 def run(artifact: Artifact, frames: list[bytes]) -> Observation:
@@ -120,8 +136,7 @@ def run(artifact: Artifact, frames: list[bytes]) -> Observation:
     obj = loaded(artifact)
     hook = artifact.hook
     prog = obj.programs[artifact.meta["program"]]
-    if artifact.meta.get("counters"):
-        obj.maps[artifact.meta["counters"]].reset()
+    obj.maps[artifact.meta["counters"]].reset()
     verdicts: list[ir.Verdict | None] = [None] * len(frames)
     outs: list[bytes | None] = [None] * len(frames)
     later = []
@@ -134,7 +149,7 @@ def run(artifact: Artifact, frames: list[bytes]) -> Observation:
         for i, (verdict, out) in zip(later, run_attached_tc(prog, [frames[i] for i in later]),
                                      strict=True):
             verdicts[i], outs[i] = verdict, out
-    return Observation(verdicts, outs, counters(artifact, obj))
+    return Observation(verdicts, outs, observed_counters(artifact, obj))
 
 
 # ------------------------------------------------------------------- the real tc hook

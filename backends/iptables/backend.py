@@ -32,10 +32,19 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from pfc.backends.base import Artifact, Backend, Options, artifact_name, check_dev, check_name
+from pfc.backends.base import (
+    Artifact,
+    Backend,
+    Options,
+    artifact_name,
+    check_dev,
+    check_name,
+    printable,
+)
 from pfc.backends.describe import describe
 from pfc.backends.iptables import lower as low
 from pfc.frontend import ir
+from pfc.frontend.diagnostics import CompileError, Diagnostic
 
 if TYPE_CHECKING:  # jinja2 loads on first render
     import jinja2
@@ -87,15 +96,18 @@ def entries(policy: ir.Policy, family: int, lowering: low.Lowering, chain: str,
         tail = target(rule, chain, notrack)
         lines = tuple(" ".join(a.argv() + ([tail] if tail else [])) for a in alts)
         note = "" if alts else f" (never matches {FAMILIES[family][1]}: left out)"
-        out.append(Entry(rule.index, rule.line, describe(rule), note, lines))
+        out.append(Entry(rule.index, rule.line, printable(describe(rule)), note, lines))
         owners += [rule.index] * len(lines)
     return out, owners
 
 
-def default_line(policy: ir.Policy, chain: str, notrack: bool) -> str | None:
+def default_line(policy: ir.Policy, chain: str, notrack: bool) -> str:
+    """The chain's last rule: the default verdict, and its counter (the packets no rule
+    decided). ``default pass`` without ``--notrack`` is a rule with no target: it
+    counts, then the packet leaves the chain (RETURN)."""
     if policy.default is ir.Verdict.DROP:
         return "-j DROP"
-    return f"-g {chain}-notrack" if notrack else None
+    return f"-g {chain}-notrack" if notrack else ""
 
 
 @dataclass(frozen=True)
@@ -136,7 +148,7 @@ def family_files(policy: ir.Policy, s: Setup, lowering: low.Lowering) -> dict[in
         found, owners = entries(policy, family, lowering, s.chain, s.notrack)
         default = default_line(policy, s.chain, s.notrack)
         out[family] = {"tool": tool, "name": name, "entries": found, "default": default,
-                       "owners": owners + ([None] if default else []),
+                       "owners": owners + [None],
                        "main": artifact_name(policy, tool, "restore"),
                        "init": artifact_name(policy, tool, "init")}
     return out
@@ -149,15 +161,15 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
     ipset = artifact_name(policy, "iptables", "ipset") if lowering.sets else None
     env = _environment()
     macros = env.get_template("iptables.j2").make_module({
-        "source": policy.source, "table": s.table, "base": s.base, "chain": s.chain,
+        "source": printable(policy.source), "table": s.table, "base": s.base, "chain": s.chain,
         "dev": s.dev, "jump": s.jump, "notrack": s.notrack, "ipset": ipset,
         "default": policy.default.value})
     files = {f["main"]: str(macros.main(f)) for f in fams.values()}
     files |= {f["init"]: str(macros.init(f)) for f in fams.values()}
     if ipset:
         files[ipset] = _ipset_text(env, policy, lowering, ipset)
-    text = printed(files, {f["main"]: f["tool"] for f in fams.values()}
-                   | {f["init"]: f["tool"] for f in fams.values()} | {ipset: "ipset"})
+    tools = {f[k]: f["tool"] for f in fams.values() for k in ("main", "init")}
+    text = printed(str(macros.first(fams[4])), files, tools | {ipset: "ipset"})
     meta = {"table": s.table, "base": s.base, "chain": s.chain, "dev": s.dev,
             "flavour": s.flavour, "notrack": s.notrack, "sets": sorted(lowering.sets),
             "lines": {f["name"]: f["owners"] for f in fams.values()},
@@ -167,14 +179,23 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
                     {k: v.encode() for k, v in files.items()}, policy, meta)
 
 
-def printed(files: dict[str, str], tools: dict[str | None, str]) -> str:
-    """What ``pfc compile`` prints: the IPv4 main file as it is, then every other file
-    with each line commented out. Piped whole into ``iptables-restore`` it loads the
-    IPv4 rules and nothing else: the IPv6 rules are not valid IPv4 rules (their u32
-    offsets are IPv6's), so they must never reach iptables by accident."""
-    (first, body), *rest = files.items()
-    out = [f"# ==== {first}: {tools[first]}-restore --noflush ====\n{body}"]
-    for name, text in rest:
+def printed(first: str, files: dict[str, str], tools: dict[str | None, str]) -> str:
+    """What ``pfc compile`` prints: the IPv4 *first-load* form (``first`` in
+    iptables.j2: ``-N`` the chain, fill it, insert the jump; it refuses, changing
+    nothing, where pfc's chain exists), then every file ``-o`` writes with each line
+    commented out. Piped whole into ``iptables-restore --noflush`` on a system without
+    pfc's policy it loads the IPv4 rules and nothing else: the IPv6 rules are not valid
+    IPv4 rules (their u32 offsets are IPv6's), so they must never reach iptables by
+    accident.
+
+    Why not a form that also replaces a loaded policy: iptables-restore has no
+    conditional, ``-D``/``-C``/``-R`` fail when their rule is absent and ``-N`` when the
+    chain exists, and ``-I``/``-A``/``-D`` move the number of jumps in the built-in chain
+    by a fixed amount; the commands that adapt to what exists (``:CHAIN``, ``-F``) act
+    on whole chains, and the built-in chain holds the user's rules. So no input leaves
+    exactly one jump both where there is none and where there is one."""
+    out = ["# ==== IPv4, first load: iptables-restore --noflush ====\n" + first]
+    for name, text in files.items():
         how = "ipset restore" if tools[name] == "ipset" else f"{tools[name]}-restore --noflush"
         lines = "".join(f"# {line}".rstrip() + "\n" for line in text.splitlines())
         out.append(f"# ==== {name}: {how} (commented out here) ====\n{lines}")
@@ -187,8 +208,8 @@ def _ipset_text(env: jinja2.Environment, policy: ir.Policy, lowering: low.Loweri
              "maxelem": max(65536, 1 << (len(s.prefixes) - 1).bit_length()),
              "prefixes": [str(p) for p in s.prefixes]}
             for s in lowering.sets.values()]
-    return env.get_template("ipset.j2").render(source=policy.source, name=name, sets=sets) \
-        + "\n"
+    return env.get_template("ipset.j2").render(source=printable(policy.source), name=name,
+                                               sets=sets) + "\n"
 
 
 @functools.cache
@@ -213,6 +234,22 @@ def run(artifact: Artifact, frames: list[bytes]):
     return iptrun.run(artifact, frames)
 
 
+def limits(policy: ir.Policy) -> list[Diagnostic]:
+    """``Backend.limits``: every rule ``emit`` would refuse (more than
+    ``lower.MAX_ALTERNATIVES`` iptables rules for one policy rule, a field that would
+    need two ``-s``/``-d``), on the lowered policy, each rule once."""
+    lowering = low.Lowering("pfc")
+    out: list[Diagnostic] = []
+    for rule in policy.rules:
+        for family in FAMILIES:
+            try:
+                lowering.rule(rule, family)
+            except CompileError as exc:
+                out += [d for d in exc.diagnostics if d not in out]  # split halves: once
+                break
+    return out
+
+
 def _passes() -> tuple:
     """IR passes before emission: ``group_runs`` (runs of rules differing in one value
     become one list: one ipset or u32 value list instead of a rule each), then
@@ -233,4 +270,4 @@ BACKENDS = (Backend(
                 "INPUT), ipset for lists",
     supports=frozenset({"count", "payload", "ipv6", "non-ip"}),
     formats=("restore",), hooks=tuple(HOOKS), emit=emit, passes=_passes(), run=run,
-    view=view),)
+    view=view, limits=limits),)

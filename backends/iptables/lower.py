@@ -91,6 +91,7 @@ class Lowering:
         for m in rule.matches:
             if isinstance(m, ir.AddrMatch):
                 alts = product(alts, self.address(rule, m, family), rule)
+        one_flag_each(rule, alts)
         alts = product(alts, protocol(rule, family), rule)
         if family == 4 and rule.transport_matches:
             alts = product(alts, [Conj(("!", "-f"))], rule)
@@ -123,6 +124,27 @@ class Lowering:
         if not name or len(name) > 31:
             name = f"{self.set_prefix}.r{rule.index}.{m.field}{family}"
         return name
+
+
+NATIVE_FLAGS = {"-s": "src", "-d": "dst"}
+
+
+def one_flag_each(rule: ir.Rule, alts: Alts) -> None:
+    """iptables takes one ``-s`` and one ``-d`` per rule (``multiple -s flags not
+    allowed``): a field given twice whose lists are single prefixes (``src A src B``)
+    is refused here, as a capability error on the rule, before iptables-restore sees
+    it. (The front end is to merge such matches into one; until then this holds
+    whatever the IR gives.)"""
+    for conj in alts[:1]:  # every alternative has the same address arguments
+        for flag, field_ in NATIVE_FLAGS.items():
+            if conj.args.count(flag) > 1:
+                raise CompileError([error(
+                    f"target `iptables` cannot express `{field_}` given twice in one rule "
+                    f"(rule at line {rule.line}): iptables takes one `{flag}` per rule",
+                    rule.span, code="unsupported",
+                    hint=f"write one `{field_}` (both must hold: the smaller prefix when "
+                    "one holds the other, else the rule never matches), or use nft or "
+                    "an eBPF target")])
 
 
 def outermost(nets: list[ir.IPNetwork]) -> tuple[ir.IPNetwork, ...]:

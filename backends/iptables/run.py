@@ -14,6 +14,14 @@ Observer (measured on Linux 6.18, iptables 1.8.9; docs/iptables.md):
   sent from one CPU (the thread is pinned) so the veth backlog keeps their order.
 - Each logged packet is matched to the next injected frame with the same bytes (the
   verdict depends on those bytes only); one that matches no frame is an error.
+- Only what the runner injected reaches pfc's chain: a gate before the jump (chain
+  ``lab-gate``: lower case, so never one of pfc's) returns packets that arrived on the
+  lab's device from ``SEND_MAC`` and drops the rest. Without it pfc's counters move for
+  packets nobody injected, measured: replies and ICMP errors the lab's stack generated
+  while the tables were being replaced, looped back through ``lo``; an IPv6 packet with
+  a routing header, which passes INPUT a second time after the header is processed
+  (without a valid MAC header, so ``-m mac`` cannot name it). The markers are taken
+  before the gate.
 - Nothing in the lab may enable conntrack: with conntrack on, nf_defrag_ipv4 (priority
   -400) reassembles IPv4 fragments before raw PREROUTING (-300) sees them (measured).
   ``CT --notrack`` does not enable it. The lab drops every locally generated packet
@@ -34,13 +42,14 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from pfc.backends.base import Artifact
+from pfc.backends.base import DEFAULT_COUNTER, Artifact, counters_since
 from pfc.kernel import iplab, netns
 from pfc.kernel.observation import KernelUnavailable, Observation
 
 MARK_MAC, SEND_MAC = iplab.MARK_MAC, iplab.SEND_MAC
 Nflog = iplab.Nflog
 NFLOG_GROUP = 4711
+GATE = "lab-gate"  # the observer's chain (lower case: pfc's chains are upper case)
 CHUNK = 200  # frames per marker: bounds what waits in the netlink socket
 TOOLS = {4: "iptables", 6: "ip6tables"}
 _COUNTER = re.compile(r"^\[(\d+):(\d+)\] -A (\S+)")
@@ -98,14 +107,16 @@ class Session:
     def _observe(self, meta: dict) -> None:
         flavour, log = meta["flavour"], f"-j NFLOG --nflog-group {NFLOG_GROUP}"
         mark = f"-m mac --mac-source {_mac(MARK_MAC)}"
-        _call([_tool(4, flavour), "--noflush"],
-              f"*raw\n-I PREROUTING 1 {mark} -j DROP\n"
-              f"-I PREROUTING 1 {mark} {log} --nflog-prefix mark\nCOMMIT\n")
+        sent = f"-i {self.lab.dut} -m mac --mac-source {_mac(SEND_MAC)}"
         for family in TOOLS:
             _call([_tool(family, flavour), "--noflush"],
                   f"*raw\n-A OUTPUT -j DROP\nCOMMIT\n"
-                  f"*{meta['table']}\n-A {meta['base']} -i {self.lab.dut} {log} "
-                  f"--nflog-prefix pass\nCOMMIT\n")
+                  f"*{meta['table']}\n:{GATE} - [0:0]\n-A {GATE} {sent} -j RETURN\n"
+                  f"-A {GATE} -j DROP\n-I {meta['base']} 1 -j {GATE}\n"
+                  f"-A {meta['base']} -i {self.lab.dut} {log} --nflog-prefix pass\nCOMMIT\n")
+        _call([_tool(4, flavour), "--noflush"],  # above the gate
+              f"*raw\n-I PREROUTING 1 {mark} -j DROP\n"
+              f"-I PREROUTING 1 {mark} {log} --nflog-prefix mark\nCOMMIT\n")
 
     def judge(self, frames: list[bytes]) -> list[bytes | None]:
         """For each frame (as the hook sees it), the packet logged after the hook, or
@@ -141,10 +152,13 @@ class Session:
                 if prefix == "pass":
                     logged.append(packet)
 
-    def counters(self, artifact: Artifact) -> dict[int, tuple[int, int]]:
-        """(packets, bytes) of every count rule: the sum over its lines."""
+    def counters(self, artifact: Artifact) -> dict[int | str, tuple[int, int]]:
+        """(packets, bytes) of every rule and of the default (the chain's last line):
+        the sum over the rule's lines in both families (a rule left out of a family
+        has none there)."""
         meta, policy = artifact.meta, artifact.policy
-        totals = {r.index: (0, 0) for r in policy.count_rules}
+        totals: dict[int | str, tuple[int, int]] = {r.index: (0, 0) for r in policy.rules}
+        totals[DEFAULT_COUNTER] = (0, 0)
         for family, name in ((4, "IPv4"), (6, "IPv6")):
             text = _call([_tool(family, meta["flavour"], "save"), "-c", "-t", meta["table"]])
             found = [m for m in map(_COUNTER.match, text.splitlines())
@@ -154,9 +168,9 @@ class Session:
                 raise RuntimeError(f"{name}: {len(found)} rules in {meta['chain']}, "
                                    f"expected {len(owners)}")
             for owner, m in zip(owners, found, strict=True):
-                if owner in totals:
-                    p, b = totals[owner]
-                    totals[owner] = (p + int(m.group(1)), b + int(m.group(2)))
+                key = DEFAULT_COUNTER if owner is None else owner
+                p, b = totals[key]
+                totals[key] = (p + int(m.group(1)), b + int(m.group(2)))
         return totals
 
 
@@ -189,7 +203,10 @@ def run(artifact: Artifact, frames: list[bytes]) -> Observation:
         with session():
             return run(artifact, frames)
     _current.load(artifact)
-    return iplab.observation(frames, _current.judge(frames), _current.counters(artifact))
+    before = _current.counters(artifact)  # what arrived before the observer was in place
+    verdicts = _current.judge(frames)
+    return iplab.observation(frames, verdicts,
+                             counters_since(_current.counters(artifact), before))
 
 
 # -------------------------------------------------------------------------- view

@@ -26,7 +26,15 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from pfc.backends.base import Artifact, Backend, Options, artifact_name, check_dev, check_name
+from pfc.backends.base import (
+    Artifact,
+    Backend,
+    Options,
+    artifact_name,
+    check_dev,
+    check_name,
+    printable,
+)
 from pfc.backends.describe import describe
 from pfc.backends.nft import expr as x
 from pfc.backends.nft import lower as low
@@ -90,7 +98,7 @@ def entries(policy: ir.Policy, lowering: low.Lowering) -> list[Entry]:
             rules, note = tuple(nft_rules(rule, lowering)), ""
         except low.Impossible:
             rules, note = (), " (never matches this family: left out)"
-        out.append(Entry(rule.index, rule.line, describe(rule), note, rules))
+        out.append(Entry(rule.index, rule.line, printable(describe(rule)), note, rules))
     return out
 
 
@@ -146,7 +154,8 @@ def fix_chains(found: list[Entry]) -> dict[str, list[low.NftRule]]:
 
 
 def refused(policy: ir.Policy) -> list[Diagnostic]:
-    """Rules nft cannot express with their meaning (``nft_redirect``)."""
+    """Rules nft cannot express with their meaning (``nft_redirect``); also the
+    backend's ``limits`` hook, so ``pfc check --target nft`` says it."""
     out = []
     for rule in policy.rules:
         reason = redir.unsupported_reason(rule)
@@ -229,7 +238,7 @@ def render_text(policy: ir.Policy, lowered: Lowered) -> str:
                  "lines": [r.text for r in e.rules]} for e in lowered.entries]
     chains = {name: [r.text for r in rules] for name, rules in lowered.chains.items()}
     return _environment().get_template("nft.j2").render(
-        source=policy.source, family=s.family, hook=s.hook, dev=s.dev, table=s.table,
+        source=printable(policy.source), family=s.family, hook=s.hook, dev=s.dev, table=s.table,
         chain=s.chain, priority=s.priority, counters=lowered.counters, sets=sets,
         entries=entries_, chains=chains, default=policy.default.value,
         default_line=lowered.default.text)
@@ -316,4 +325,4 @@ BACKENDS = (Backend(
                 "prerouting; or inet input), text or libnftables JSON",
     supports=frozenset({"count", "redirect", "payload", "ipv6", "non-ip"}),
     formats=("nft", "json"), hooks=tuple(HOOKS), emit=emit, passes=_passes(), run=run,
-    view=view, pick_hook=pick_hook),)
+    view=view, pick_hook=pick_hook, limits=refused),)

@@ -6,7 +6,10 @@ Observer (table ``pfc_observer`` of the hook's family, loaded after the artifact
 
 - chain ``early`` at priority -1000 on the same hook logs every packet entering the
   hook (NFLOG prefix ``in``), and logs and drops batch markers (IPv4 frames from
-  ``iplab.MARK_MAC``);
+  ``iplab.MARK_MAC``); it logs and lets through only what arrived (on the lab's
+  device) from ``iplab.SEND_MAC`` and drops the rest, so pfc's chain sees only what the
+  runner injected (what the lab's own stack produces or loops back would move pfc's
+  counters: see ``pfc.backends.iptables.run``);
 - chain ``late`` at priority 1000 logs every packet that left pfc's chain without a
   drop (prefix ``pass``): nft's ``accept`` ends one base chain only, a ``drop`` ends the
   packet. Its bytes are the packet as pfc left it (rewritten by ``redirect``);
@@ -32,7 +35,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pfc.backends.base import Artifact
+from pfc.backends.base import DEFAULT_COUNTER, Artifact, counters_since
 from pfc.kernel import iplab, netns
 from pfc.kernel.observation import KernelUnavailable, Observation
 
@@ -74,13 +77,15 @@ def observer(hook: str, dev: str) -> str:
     family = HOOKS_OBS[hook]
     where = f'ingress device "{dev}"' if hook == "ingress" else hook
     only = "" if hook == "ingress" else f'iifname "{dev}" '
+    sent = f"{only}ether saddr {iplab.mac_text(iplab.SEND_MAC)}"
     log = f"log group {NFLOG_GROUP} prefix"
     mark = f"ether saddr {iplab.mac_text(iplab.MARK_MAC)}"
     return (f"table {family} pfc_observer {{\n"
             f"  chain early {{ type filter hook {where} priority {PRIORITY_EARLY}; "
             f"policy accept;\n"
             f'    {only}{mark} {log} "mark" drop\n'
-            f'    {only}{log} "in"\n  }}\n'
+            f'    {sent} {log} "in" return\n'
+            "    drop\n  }\n"
             f"  chain late {{ type filter hook {where} priority {PRIORITY_LATE}; "
             f"policy accept;\n"
             f'    {only}{log} "pass"\n  }}\n}}\n'
@@ -137,24 +142,50 @@ class Session:
                 if prefix in ("in", "pass"):
                     logged.append((prefix, packet))
 
-    def counters(self, artifact: Artifact) -> dict[int, tuple[int, int]]:
-        """(packets, bytes) of every count rule's named counter."""
+    def counters(self, artifact: Artifact) -> dict[int | str, tuple[int, int]]:
+        """(packets, bytes) of every rule and of the default: a count rule's named
+        counter, a terminal rule's the sum of the anonymous counters of the nft rules
+        commented ``pfc rule INDEX`` (its per-family halves, redirect variants), the
+        default's the rule commented ``pfc default``."""
         family, table = artifact.meta["family"], artifact.meta["table"]
+        doc = nft_json(self.ctx, {"nftables": [{"list": {"table": {
+            "family": family, "name": table}}}]})
+        named, by_comment = listed_counters(doc["nftables"], table)
+        out: dict[int | str, tuple[int, int]] = {}
         names = artifact.meta.get("counters", {})
-        doc = nft_json(self.ctx, {"nftables": [{"list": {"counters": {
-            "family": family, "table": table}}}]})
-        found = {}
-        for item in doc["nftables"]:
-            c = item.get("counter")
-            if c and c.get("table") == table:
-                found[c["name"]] = (c["packets"], c["bytes"])
-        out = {}
-        for rule in artifact.policy.count_rules:
+        for rule in artifact.policy.rules:
+            if rule.terminal:
+                out[rule.index] = by_comment.get(f"pfc rule {rule.index}", (0, 0))
+                continue
             name = names.get(rule.index, f"rule_{rule.index}")
-            if name not in found:
+            if name not in named:
                 raise RuntimeError(f"counter {name} of rule {rule.index} is not loaded")
-            out[rule.index] = found[name]
+            out[rule.index] = named[name]
+        if "pfc default" not in by_comment:
+            raise RuntimeError("the default rule (comment `pfc default`) is not loaded")
+        out[DEFAULT_COUNTER] = by_comment["pfc default"]
         return out
+
+
+def listed_counters(items: list[dict], table: str) -> tuple[dict[str, tuple[int, int]],
+                                                            dict[str, tuple[int, int]]]:
+    """From ``nft -j list table``: the named counters by name, and the anonymous
+    counters of the rules by comment (summed over the rules sharing one)."""
+    named: dict[str, tuple[int, int]] = {}
+    by_comment: dict[str, tuple[int, int]] = {}
+    for item in items:
+        if "counter" in item and item["counter"].get("table") == table:
+            c = item["counter"]
+            named[c["name"]] = (c["packets"], c["bytes"])
+        rule = item.get("rule")
+        if not rule or rule.get("table") != table or "comment" not in rule:
+            continue
+        for term in rule["expr"]:
+            c = term.get("counter") if isinstance(term, dict) else None
+            if isinstance(c, dict) and "packets" in c:
+                p, b = by_comment.get(rule["comment"], (0, 0))
+                by_comment[rule["comment"]] = (p + c["packets"], b + c["bytes"])
+    return named, by_comment
 
 
 TPIDS = (b"\x81\x00", b"\x88\xa8")
@@ -226,4 +257,7 @@ def run(artifact: Artifact, frames: list[bytes]) -> Observation:
         with session():
             return run(artifact, frames)
     _current.load(artifact)
-    return iplab.observation(frames, _current.judge(frames), _current.counters(artifact))
+    before = _current.counters(artifact)  # what arrived before the observer was in place
+    verdicts = _current.judge(frames)
+    return iplab.observation(frames, verdicts,
+                             counters_since(_current.counters(artifact), before))

@@ -4,14 +4,16 @@
 sees it (``backend.view``: a removed VLAN tag, the kernel's IP input checks), runs the
 target on the frames it can see (``backend.run``), and compares, per semantics.md "What
 is compared": the verdict per frame, the bytes leaving the hook for redirected frames,
-and the counters of every count rule after the run.
+and the counters after the run: every count rule's (the packets it held on), every
+terminal rule's (the packets it decided) and the default's (``DEFAULT_COUNTER``: the
+packets no terminal rule decided).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pfc.backends.base import Artifact, Backend
+from pfc.backends.base import DEFAULT_COUNTER, Artifact, Backend
 from pfc.frontend import ir
 from pfc.oracle.interp import Outcome, evaluate
 
@@ -43,8 +45,8 @@ class Report:
     seen: int = 0  # frames the hook can see
     agree: int = 0
     mismatches: list[Mismatch] = field(default_factory=list)
-    counters_expected: dict[int, tuple[int, int]] = field(default_factory=dict)
-    counters_got: dict[int, tuple[int, int]] | None = None
+    counters_expected: dict[int | str, tuple[int, int]] = field(default_factory=dict)
+    counters_got: dict[int | str, tuple[int, int]] | None = None
 
     @property
     def skipped(self) -> int:
@@ -77,6 +79,20 @@ def expected_counters(policy: ir.Policy, outcomes: list[Outcome]) -> dict[int, t
     return counters
 
 
+def decided_counters(policy: ir.Policy,
+                     outcomes: list[Outcome]) -> dict[int | str, tuple[int, int]]:
+    """(packets, bytes) per terminal rule (the packets it decided) and for the default
+    (``DEFAULT_COUNTER``), zeros included."""
+    out: dict[int | str, tuple[int, int]] = {r.index: (0, 0) for r in policy.rules
+                                             if r.terminal}
+    out[DEFAULT_COUNTER] = (0, 0)
+    for o in outcomes:
+        key = DEFAULT_COUNTER if o.rule is None else o.rule
+        packets, nbytes = out[key]
+        out[key] = (packets + 1, nbytes + o.nbytes)
+    return out
+
+
 def compare(artifact: Artifact, backend: Backend, frames: list[bytes]) -> Report:
     """Run ``backend`` on what its hook sees of ``frames`` and judge it."""
     if backend.run is None:
@@ -97,7 +113,8 @@ def compare(artifact: Artifact, backend: Backend, frames: list[bytes]) -> Report
             report.agree += 1
         else:
             report.mismatches.append(mismatch)
-    report.counters_expected = expected_counters(policy, expected)
+    report.counters_expected = {**expected_counters(policy, expected),
+                                **decided_counters(policy, expected)}
     report.counters_got = observed.counters
     return report
 

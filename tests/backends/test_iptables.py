@@ -41,9 +41,18 @@ def artifact(text: str, flavour: str = "nft", **options):
     return art
 
 
-def rules(art, family: str = "ipv4") -> list[str]:
+def chain_lines(art, family: str = "ipv4") -> list[str]:
     body = art.files[art.meta["files"][family]].decode()
     return [line for line in body.splitlines() if line.startswith("-A PFC")]
+
+
+def rules(art, family: str = "ipv4") -> list[str]:
+    """The rules' lines: every line but the last, the default's."""
+    return chain_lines(art, family)[:-1]
+
+
+def default(art, family: str = "ipv4") -> str:
+    return chain_lines(art, family)[-1]
 
 
 # --------------------------------------------------------------------- emitting
@@ -59,10 +68,13 @@ def test_actions_and_default():
     art = artifact("default drop\npass tcp dport 22\ncount udp\ndrop icmp\n")
     v4 = rules(art)
     assert v4[0].endswith("-j RETURN") and "-j" not in v4[1] and v4[2].endswith("-j DROP")
-    assert v4[3] == "-A PFC -j DROP"  # the default, last
+    assert default(art) == "-A PFC -j DROP"  # the default, last
     assert art.meta["lines"]["IPv4"] == [0, 1, 2, None]
-    assert rules(art, "ipv6") == ['-A PFC -m u32 --u32 "4>>8&0xFF=6&&40&0xFFFF=22" -j RETURN',
-                                  '-A PFC -m u32 --u32 "4>>8&0xFF=17"', "-A PFC -j DROP"]
+    assert chain_lines(art, "ipv6") == [
+        '-A PFC -m u32 --u32 "4>>8&0xFF=6&&40&0xFFFF=22" -j RETURN',
+        '-A PFC -m u32 --u32 "4>>8&0xFF=17"', "-A PFC -j DROP"]
+    # default pass: a rule with no target counts what no rule decided, then RETURN
+    assert default(artifact("drop udp\n")) == "-A PFC"
 
 
 def test_ipv6_protocol_is_the_fixed_header_next_header():
@@ -120,7 +132,7 @@ def test_fields_u32_cannot_read_exactly_use_bpf():
 def test_negated_payload_is_disjoint_alternatives():
     art = artifact('count udp !payload[2:6] == "abcdef"\n')
     v4 = rules(art)
-    assert len(v4) == 2 and art.meta["lines"]["IPv4"] == [0, 0]
+    assert len(v4) == 2 and art.meta["lines"]["IPv4"] == [0, 0, None]
     assert v4[0].endswith('"0>>22&0x3C@8&0xFFFF=0x0:0x6161,0x6163:0xFFFF'
                           '&&0>>22&0x3C@12=0x0:0xFFFFFFFF"')
     assert '"0>>22&0x3C@8&0xFFFF=0x6162&&0>>22&0x3C@12=0x0:0x63646565,' in v4[1]
@@ -256,9 +268,11 @@ def test_reload_is_idempotent_and_leaves_other_rules_alone(root, flavour):
         saved = _save(flavour, 4)
         assert saved.count("-j PFC") == 1 and mine in saved
         assert [ln for ln in saved.splitlines() if ln.startswith("-A PFC")] == \
-            ["-A PFC -m set --match-set pfc.r0.src4 src -j DROP"]
+            ["-A PFC -m set --match-set pfc.r0.src4 src -j DROP", "-A PFC"]
         assert _save(flavour, 6).count("-j PFC") == 1
-        assert "-A PFC" not in _save(flavour, 6)  # the first policy's IPv6 rules are gone
+        # the first policy's IPv6 rules are gone: only the default's counting rule
+        assert [ln for ln in _save(flavour, 6).splitlines() if ln.startswith("-A PFC")] == \
+            ["-A PFC"]
 
 
 # --------------------------------------------------------- kernel: the study rule
@@ -272,17 +286,29 @@ def _udp(dst: str, dport: int, dst_mac: bytes) -> bytes:
 @pytest.mark.kernel
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_edge_drop_from_the_cli_drops_exactly_the_flood(root, flavour, tmp_path: Path):
-    """`pfc compile` printed output, piped into iptables-restore (after the .init file
-    `-o` wrote), drops the flood and nothing else."""
+    """`pfc compile` printed output piped into `iptables-restore --noflush` on a system
+    without pfc's chain (finding 22) loads the policy: the flood is dropped and nothing
+    else. Piped again, where the chain exists, it refuses and changes nothing; the
+    file `-o` wrote replaces the loaded policy, leaving one jump."""
     pfc = [".venv/bin/pfc", "compile", "examples/edge-drop.pf", "--target", "iptables"]
     subprocess.run(pfc + ["-o", f"{tmp_path}/"], check=True, capture_output=True)
     printed = subprocess.run(pfc, check=True, capture_output=True, text=True).stdout
     with iptrun.session() as s:
         tool = f"iptables-{flavour}-restore"
+        mine = "-A PREROUTING -s 203.0.113.7/32 -j DROP"
+        assert _restore(tool, f"*raw\n{mine}\nCOMMIT\n").returncode == 0
         first = _restore(tool, printed)
-        assert first.returncode != 0  # no .init loaded yet: fails, nothing applied
-        assert _restore(tool, (tmp_path / "edge-drop.iptables.init").read_text()).returncode == 0
-        assert _restore(tool, printed).returncode == 0
+        assert first.returncode == 0, first.stderr  # a fresh system: loads
+        loaded = _save(flavour, 4)
+        assert loaded.count("-j PFC") == 1 and mine in loaded
+        again = _restore(tool, printed)
+        assert again.returncode != 0 and _save(flavour, 4) == loaded  # refused, unchanged
+        if flavour == "nft":
+            assert "Chain already exists" in again.stderr
+        main = (tmp_path / "edge-drop.iptables.restore").read_text()
+        assert _restore(tool, main).returncode == 0
+        assert _save(flavour, 4).count("-j PFC") == 1 and mine in _save(flavour, 4)
+        assert _restore(tool, f"*raw\n-D {mine[3:]}\nCOMMIT\n").returncode == 0
         s.flavours.add(flavour)
         s._observe({"flavour": flavour, "table": "raw", "base": "PREROUTING"})
         frames = [_udp("192.168.0.79", 12345, s.lab.dut_mac),
@@ -297,11 +323,16 @@ def test_printed_text_loads_only_the_ipv4_rules(root):
     iptables-restore must not put them into the IPv4 table."""
     art, _ = build_artifact(compile_path("examples/web-server.pf"), "iptables")
     with netns.lab():
-        _load_all(art, "legacy")
-        assert _restore("iptables-legacy-restore", art.text).returncode == 0
+        if art.meta["files"]["ipset"]:
+            subprocess.run(["ipset", "restore"], check=True, text=True,
+                           input=art.files[art.meta["files"]["ipset"]].decode())
+        piped = _restore("iptables-legacy-restore", art.text)
+        assert piped.returncode == 0, piped.stderr
         loaded = [ln for ln in _save("legacy", 4).splitlines() if ln.startswith("-A PFC")]
-        assert len(loaded) == len(rules(art)) and not any("0x4>>0x8" in ln for ln in loaded)
+        assert len(loaded) == len(chain_lines(art)) and not any("0x4>>0x8" in ln
+                                                                 for ln in loaded)
         assert _save("legacy", 4).count("-j PFC") == 1
+        assert "-A PFC" not in _save("legacy", 6)
 
 
 # ------------------------------------------------------ kernel: differential

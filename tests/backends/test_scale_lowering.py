@@ -181,12 +181,28 @@ def _frame(src, dst, proto: int, sport: int, dport: int) -> bytes:
 
 def check(art, backend, frames, oracle: Compiled | None = None) -> None:
     """Kernel vs interpreter; ``oracle``: judge by the policy as written (the artifact
-    carries the grouped one)."""
+    carries the grouped one), its counters folded as the grouped rules count them."""
+    lowered = art.policy
     if oracle is not None:
         art = replace(art, policy=oracle.require())
     report = compare(art, backend, frames)
-    assert report.ok, report.summary()
+    assert not report.mismatches, report.summary()
+    want = report.counters_expected
+    if oracle is not None:
+        want = folded(want, lowered)
+    assert report.counters_got == want, report.summary()
     assert report.seen > len(frames) // 2
+
+
+def folded(counters: dict, lowered) -> dict:
+    """Counters of the policy as written, as its grouped form counts them: a merged run
+    under its first rule's index (``deploy.load.rule_rows``), the run's other rules 0."""
+    kept = sorted(r.index for r in lowered.rules)
+    out = dict.fromkeys(counters, (0, 0))
+    for key, (packets, nbytes) in counters.items():
+        into = max(i for i in kept if i <= key) if isinstance(key, int) else key
+        out[into] = (out[into][0] + packets, out[into][1] + nbytes)
+    return out
 
 
 def nft_artifact(compiled: Compiled, hook: str):

@@ -62,6 +62,53 @@ PFC_FN int pfc_l4_v4(pfc_cur ip, pfc_cur *l4, PFC_CTX_PARAMS)
 #define L4_OK(v) (l4_state ? l4_state > 0 : (l4_state = pfc_l4_v##v(ip, &l4, PFC_CTX_ARGS)) > 0)
 
 
+/* Counters (per CPU: no atomics needed): packets, and bytes after the Ethernet header
+ * (and a skipped tag) as the hook sees the frame. Slot n is the n-th rule: a terminal
+ * rule counts what it decided, a count rule what it held on. Slot 2 is the
+ * default, slot 3 what was dropped before the maps were filled. */
+struct pfc_counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, struct pfc_counter);
+} pfc_counters SEC(".maps");
+
+PFC_FN void pfc_count(__u32 slot, __u64 bytes)
+{
+	struct pfc_counter *c = bpf_map_lookup_elem(&pfc_counters, &slot);
+
+	if (c) {
+		c->packets += 1;
+		c->bytes += bytes;
+	}
+}
+
+/* A terminal rule decided: count it once, where the program ends. */
+#define PFC_DECIDE(s, v) do { slot = (s); verdict = (v); goto decided; } while (0)
+
+/* 1 once the loader has filled every map (pfc.backends.ebpf.maps.open_filled writes it
+ * last); until then the program drops every packet: an object attached without its
+ * maps filled would otherwise let the set's members through. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} pfc_ready SEC(".maps");
+
+PFC_FN int pfc_is_ready(void)
+{
+	__u32 zero = 0;
+	__u32 *ready = bpf_map_lookup_elem(&pfc_ready, &zero);
+
+	return ready && *ready == 1;
+}
+
 
 /* LPM_TRIE sets: the key is the prefix length, then the address as it lies in the
  * packet (network byte order; RAW32 is a U32 load back in network order). A lookup
@@ -111,6 +158,14 @@ int pfc_socket(struct __sk_buff *skb)
 	(void)ip, (void)etype; /* unused when no rule reads them */
 	pfc_cur l4 = ip;
 	int l4_state = 0;
+	__u64 counted = skb->len > 14 ? skb->len - 14 : 0;
+	__u32 slot;
+	int verdict;
+
+	if (!pfc_is_ready()) { /* fail closed: the sets' maps are not filled yet */
+		pfc_count(3, counted);
+		return PFC_DROP;
+	}
 
 	/* rule 0, line 9: drop src $flood (440 entries) */
 	if ((etype == ETH_IP4 && ({ pfc_cur p = FRESH(ip);
@@ -121,7 +176,7 @@ int pfc_socket(struct __sk_buff *skb)
 	    HAVE(p, 24) &&
 	    ({ struct pfc_lpm6 k_ = { 128, { RAW32(p, 8), RAW32(p, 12), RAW32(p, 16), RAW32(p, 20) } };
 		     bpf_map_lookup_elem(&pfc_r0_src6, &k_) != 0; }); })))
-		return PFC_DROP;
+		PFC_DECIDE(0, PFC_DROP);
 
 	/* rule 1, line 10: drop udp dst 192.168.50.4 dport 0 */
 	if (etype == ETH_IP4 && ({ pfc_cur p = FRESH(ip);
@@ -132,9 +187,12 @@ int pfc_socket(struct __sk_buff *skb)
 	    ({ pfc_cur q = FRESH(l4);
 	      HAVE(q, 4) &&
 	      U16(q, 2) == 0; }); }))
-		return PFC_DROP;
+		PFC_DECIDE(1, PFC_DROP);
 
-	return PFC_PASS; /* default pass */
+	PFC_DECIDE(2, PFC_PASS); /* default pass */
+decided:
+	pfc_count(slot, counted);
+	return verdict;
 }
 
 char LICENSE[] SEC("license") = "GPL";

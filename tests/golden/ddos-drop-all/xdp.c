@@ -37,6 +37,35 @@ typedef void *pfc_cur;
 #define U32(c, o) bpf_ntohl(*(const __u32 *)((void *)(c) + (o)))
 
 
+/* Counters (per CPU: no atomics needed): packets, and bytes after the Ethernet header
+ * (and a skipped tag) as the hook sees the frame. Slot n is the n-th rule: a terminal
+ * rule counts what it decided, a count rule what it held on. Slot 1 is the
+ * default. */
+struct pfc_counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct pfc_counter);
+} pfc_counters SEC(".maps");
+
+PFC_FN void pfc_count(__u32 slot, __u64 bytes)
+{
+	struct pfc_counter *c = bpf_map_lookup_elem(&pfc_counters, &slot);
+
+	if (c) {
+		c->packets += 1;
+		c->bytes += bytes;
+	}
+}
+
+/* A terminal rule decided: count it once, where the program ends. */
+#define PFC_DECIDE(s, v) do { slot = (s); verdict = (v); goto decided; } while (0)
+
 SEC("xdp")
 int pfc_xdp(struct xdp_md *ctx)
 {
@@ -55,12 +84,18 @@ int pfc_xdp(struct xdp_md *ctx)
 		}
 	}
 	(void)ip, (void)etype; /* unused when no rule reads them */
+	__u64 counted = l2 ? (__u64)(data_end - ip) : 0;
+	__u32 slot;
+	int verdict;
 
 	/* rule 0, line 3: drop */
 	if (1)
-		return PFC_DROP;
+		PFC_DECIDE(0, PFC_DROP);
 
-	return PFC_PASS; /* default pass */
+	PFC_DECIDE(1, PFC_PASS); /* default pass */
+decided:
+	pfc_count(slot, counted);
+	return verdict;
 }
 
 char LICENSE[] SEC("license") = "GPL";

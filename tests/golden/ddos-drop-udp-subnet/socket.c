@@ -43,6 +43,35 @@ typedef __u32 pfc_cur;
 #define U32(c, o) ((U16(c, o) << 16) | U16(c, (o) + 2))
 
 
+/* Counters (per CPU: no atomics needed): packets, and bytes after the Ethernet header
+ * (and a skipped tag) as the hook sees the frame. Slot n is the n-th rule: a terminal
+ * rule counts what it decided, a count rule what it held on. Slot 1 is the
+ * default. */
+struct pfc_counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct pfc_counter);
+} pfc_counters SEC(".maps");
+
+PFC_FN void pfc_count(__u32 slot, __u64 bytes)
+{
+	struct pfc_counter *c = bpf_map_lookup_elem(&pfc_counters, &slot);
+
+	if (c) {
+		c->packets += 1;
+		c->bytes += bytes;
+	}
+}
+
+/* A terminal rule decided: count it once, where the program ends. */
+#define PFC_DECIDE(s, v) do { slot = (s); verdict = (v); goto decided; } while (0)
+
 SEC("socket")
 int pfc_socket(struct __sk_buff *skb)
 {
@@ -55,15 +84,21 @@ int pfc_socket(struct __sk_buff *skb)
 	pfc_cur ip = 14;
 	__u32 etype = HAVE(0, 14) ? bpf_htons(U16(0, 12)) : 0;
 	(void)ip, (void)etype; /* unused when no rule reads them */
+	__u64 counted = skb->len > 14 ? skb->len - 14 : 0;
+	__u32 slot;
+	int verdict;
 
 	/* rule 0, line 4: drop udp dst 192.168.50.0/24 */
 	if (etype == ETH_IP4 && ({ pfc_cur p = FRESH(ip);
 	    HAVE(p, 20) &&
 	    U8(p, 9) == 17 &&
 	    (U32(p, 16) & 0xffffff00) == 0xc0a83200; }))
-		return PFC_DROP;
+		PFC_DECIDE(0, PFC_DROP);
 
-	return PFC_PASS; /* default pass */
+	PFC_DECIDE(1, PFC_PASS); /* default pass */
+decided:
+	pfc_count(slot, counted);
+	return verdict;
 }
 
 char LICENSE[] SEC("license") = "GPL";

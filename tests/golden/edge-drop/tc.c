@@ -58,6 +58,35 @@ PFC_FN int pfc_l4_v4(pfc_cur ip, pfc_cur *l4, PFC_CTX_PARAMS)
 #define L4_OK(v) (l4_state ? l4_state > 0 : (l4_state = pfc_l4_v##v(ip, &l4, PFC_CTX_ARGS)) > 0)
 
 
+/* Counters (per CPU: no atomics needed): packets, and bytes after the Ethernet header
+ * (and a skipped tag) as the hook sees the frame. Slot n is the n-th rule: a terminal
+ * rule counts what it decided, a count rule what it held on. Slot 1 is the
+ * default. */
+struct pfc_counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct pfc_counter);
+} pfc_counters SEC(".maps");
+
+PFC_FN void pfc_count(__u32 slot, __u64 bytes)
+{
+	struct pfc_counter *c = bpf_map_lookup_elem(&pfc_counters, &slot);
+
+	if (c) {
+		c->packets += 1;
+		c->bytes += bytes;
+	}
+}
+
+/* A terminal rule decided: count it once, where the program ends. */
+#define PFC_DECIDE(s, v) do { slot = (s); verdict = (v); goto decided; } while (0)
+
 SEC("tc")
 int pfc_tc(struct __sk_buff *skb)
 {
@@ -75,6 +104,9 @@ int pfc_tc(struct __sk_buff *skb)
 	(void)ip, (void)etype; /* unused when no rule reads them */
 	pfc_cur l4 = ip;
 	int l4_state = 0;
+	__u64 counted = skb->len > 14 ? skb->len - 14 : 0;
+	__u32 slot;
+	int verdict;
 
 	/* rule 0, line 7: drop udp dst 192.168.0.79 dport 12345 */
 	if (etype == ETH_IP4 && ({ pfc_cur p = FRESH(ip);
@@ -85,9 +117,12 @@ int pfc_tc(struct __sk_buff *skb)
 	    ({ pfc_cur q = FRESH(l4);
 	      HAVE(q, 4) &&
 	      U16(q, 2) == 12345; }); }))
-		return PFC_DROP;
+		PFC_DECIDE(0, PFC_DROP);
 
-	return PFC_PASS; /* default pass */
+	PFC_DECIDE(1, PFC_PASS); /* default pass */
+decided:
+	pfc_count(slot, counted);
+	return verdict;
 }
 
 char LICENSE[] SEC("license") = "GPL";

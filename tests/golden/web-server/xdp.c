@@ -68,8 +68,10 @@ PFC_FN int pfc_l4_v6(pfc_cur ip, pfc_cur *l4, PFC_CTX_PARAMS)
 #define L4_OK(v) (l4_state ? l4_state > 0 : (l4_state = pfc_l4_v##v(ip, &l4, PFC_CTX_ARGS)) > 0)
 
 
-/* Per-rule counters, indexed by rule: packets, and bytes after the Ethernet header
- * (and a skipped tag) as the hook sees the frame. Per CPU: no atomics needed. */
+/* Counters (per CPU: no atomics needed): packets, and bytes after the Ethernet header
+ * (and a skipped tag) as the hook sees the frame. Slot n is the n-th rule: a terminal
+ * rule counts what it decided, a count rule what it held on. Slot 13 is the
+ * default. */
 struct pfc_counter {
 	__u64 packets;
 	__u64 bytes;
@@ -77,20 +79,23 @@ struct pfc_counter {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 9);
+	__uint(max_entries, 14);
 	__type(key, __u32);
 	__type(value, struct pfc_counter);
 } pfc_counters SEC(".maps");
 
-PFC_FN void pfc_count(__u32 rule, __u64 bytes)
+PFC_FN void pfc_count(__u32 slot, __u64 bytes)
 {
-	struct pfc_counter *c = bpf_map_lookup_elem(&pfc_counters, &rule);
+	struct pfc_counter *c = bpf_map_lookup_elem(&pfc_counters, &slot);
 
 	if (c) {
 		c->packets += 1;
 		c->bytes += bytes;
 	}
 }
+
+/* A terminal rule decided: count it once, where the program ends. */
+#define PFC_DECIDE(s, v) do { slot = (s); verdict = (v); goto decided; } while (0)
 
 SEC("xdp")
 int pfc_xdp(struct xdp_md *ctx)
@@ -113,6 +118,8 @@ int pfc_xdp(struct xdp_md *ctx)
 	pfc_cur l4 = ip;
 	int l4_state = 0;
 	__u64 counted = l2 ? (__u64)(data_end - ip) : 0;
+	__u32 slot;
+	int verdict;
 
 	/* rule 0, line 10: drop src $blocklist (5 entries) */
 	if ((etype == ETH_IP4 && ({ pfc_cur p = FRESH(ip);
@@ -124,7 +131,7 @@ int pfc_xdp(struct xdp_md *ctx)
 	    HAVE(p, 24) &&
 	    ((U32(p, 8) == 0x20010db8 && (U32(p, 12) & 0xffff0000) == 0x0bad0000) ||
 		     (U32(p, 8) == 0x20010db8 && U32(p, 12) == 0xdead0000 && U32(p, 16) == 0x00000000 && U32(p, 20) == 0x00000001)); })))
-		return PFC_DROP;
+		PFC_DECIDE(0, PFC_DROP);
 
 	/* rule 1, line 11: drop tcp flags syn,rst */
 	if ((etype == ETH_IP4 && ({ pfc_cur p = FRESH(ip);
@@ -141,7 +148,7 @@ int pfc_xdp(struct xdp_md *ctx)
 	    ({ pfc_cur q = FRESH(l4);
 	      HAVE(q, 14) &&
 	      (U8(q, 13) & 6) == 6; }); })))
-		return PFC_DROP;
+		PFC_DECIDE(1, PFC_DROP);
 
 	/* rule 2, line 12: drop tcp flags fin,syn */
 	if ((etype == ETH_IP4 && ({ pfc_cur p = FRESH(ip);
@@ -158,7 +165,7 @@ int pfc_xdp(struct xdp_md *ctx)
 	    ({ pfc_cur q = FRESH(l4);
 	      HAVE(q, 14) &&
 	      (U8(q, 13) & 3) == 3; }); })))
-		return PFC_DROP;
+		PFC_DECIDE(2, PFC_DROP);
 
 	/* rule 3, line 13: drop udp sport 19, 123, 389, 1900, 11211 */
 	if ((etype == ETH_IP4 && ({ pfc_cur p = FRESH(ip);
@@ -175,7 +182,7 @@ int pfc_xdp(struct xdp_md *ctx)
 	    ({ pfc_cur q = FRESH(l4);
 	      HAVE(q, 2) &&
 	      (U16(q, 0) == 19 || U16(q, 0) == 123 || U16(q, 0) == 389 || U16(q, 0) == 1900 || U16(q, 0) == 11211); }); })))
-		return PFC_DROP;
+		PFC_DECIDE(3, PFC_DROP);
 
 	/* rule 4, line 14: count tcp dport 80, 443 flags syn,!ack */
 	if ((etype == ETH_IP4 && ({ pfc_cur p = FRESH(ip);
@@ -211,7 +218,7 @@ int pfc_xdp(struct xdp_md *ctx)
 	    ({ pfc_cur q = FRESH(l4);
 	      HAVE(q, 4) &&
 	      (U16(q, 2) == 80 || U16(q, 2) == 443); }); })))
-		return PFC_PASS;
+		PFC_DECIDE(5, PFC_PASS);
 
 	/* rule 6, line 16: pass tcp src 198.51.100.0/24, 2001:db8:100::/48 dport 22 */
 	if ((etype == ETH_IP4 && ({ pfc_cur p = FRESH(ip);
@@ -230,7 +237,7 @@ int pfc_xdp(struct xdp_md *ctx)
 	    ({ pfc_cur q = FRESH(l4);
 	      HAVE(q, 4) &&
 	      U16(q, 2) == 22; }); })))
-		return PFC_PASS;
+		PFC_DECIDE(6, PFC_PASS);
 
 	/* rule 7, line 17: drop tcp dport 22 */
 	if ((etype == ETH_IP4 && ({ pfc_cur p = FRESH(ip);
@@ -247,7 +254,7 @@ int pfc_xdp(struct xdp_md *ctx)
 	    ({ pfc_cur q = FRESH(l4);
 	      HAVE(q, 4) &&
 	      U16(q, 2) == 22; }); })))
-		return PFC_DROP;
+		PFC_DECIDE(7, PFC_DROP);
 
 	/* rule 8, line 18: count icmp icmp-type 8 */
 	if (etype == ETH_IP4 && ({ pfc_cur p = FRESH(ip);
@@ -267,19 +274,19 @@ int pfc_xdp(struct xdp_md *ctx)
 	    ({ pfc_cur q = FRESH(l4);
 	      HAVE(q, 1) &&
 	      (U8(q, 0) == 0 || U8(q, 0) == 3 || U8(q, 0) == 8 || U8(q, 0) == 11); }); }))
-		return PFC_PASS;
+		PFC_DECIDE(9, PFC_PASS);
 
 	/* rule 10, line 20: drop icmp */
 	if (etype == ETH_IP4 && ({ pfc_cur p = FRESH(ip);
 	    HAVE(p, 10) &&
 	    U8(p, 9) == 1; }))
-		return PFC_DROP;
+		PFC_DECIDE(10, PFC_DROP);
 
 	/* rule 11, line 21: pass icmp6 */
 	if (etype == ETH_IP6 && ({ pfc_cur p = FRESH(ip);
 	    HAVE(p, 7) &&
 	    U8(p, 6) == 58; }))
-		return PFC_PASS;
+		PFC_DECIDE(11, PFC_PASS);
 
 	/* rule 12, line 22: drop tcp dport 1-1023 */
 	if ((etype == ETH_IP4 && ({ pfc_cur p = FRESH(ip);
@@ -296,9 +303,12 @@ int pfc_xdp(struct xdp_md *ctx)
 	    ({ pfc_cur q = FRESH(l4);
 	      HAVE(q, 4) &&
 	      (U16(q, 2) >= 1 && U16(q, 2) <= 1023); }); })))
-		return PFC_DROP;
+		PFC_DECIDE(12, PFC_DROP);
 
-	return PFC_PASS; /* default pass */
+	PFC_DECIDE(13, PFC_PASS); /* default pass */
+decided:
+	pfc_count(slot, counted);
+	return verdict;
 }
 
 char LICENSE[] SEC("license") = "GPL";
