@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cached_property
 
 ETH_HLEN = 14
 MAX_INSNS = 4096  # BPF_MAXINSNS, include/uapi/linux/bpf_common.h
@@ -80,7 +79,15 @@ def width_max(value: Value) -> int:
     return 0xFFFFFFFF
 
 
-@dataclass(frozen=True)
+_FACT_KEYS: dict[object, int] = {}
+
+
+def _fact_key(key: object) -> int:
+    """A small integer per distinct key (the optimiser's facts are dicts of them)."""
+    return _FACT_KEYS.setdefault(key, len(_FACT_KEYS))
+
+
+@dataclass(frozen=True, eq=False)
 class Test:
     """``A op k`` (or ``A op X`` when ``k`` is None) after A = ``value``.
 
@@ -88,6 +95,11 @@ class Test:
     ``guard``: a presence check (the packet is long enough for loads that follow);
     its false edge means "a field is absent", and the optimiser may drop it where
     the load itself ending the program with 0 gives the same verdict.
+
+    Equal tests are equal by their fields; the hash and ``fact`` (an integer naming
+    what the optimiser keeps facts about: the value and its X state for ``A op k``,
+    the whole comparison for ``A op X``) are computed once, because the optimiser
+    asks for them millions of times on a large policy.
     """
 
     value: Value
@@ -95,11 +107,26 @@ class Test:
     k: int | None
     x: XState | None = None
     guard: bool = False
+    fact: int = field(init=False, repr=False)
+    top: int = field(init=False, repr=False)  # the largest value A can hold
+    _hash: int = field(init=False, repr=False)
 
-    @cached_property
-    def key(self) -> tuple[Value, XState | None]:
-        """What is compared: facts are kept per key."""
-        return (self.value, self.x if any(s.uses_x for s in self.value) else None)
+    def __post_init__(self) -> None:
+        fields = (self.value, self.op, self.k, self.x, self.guard)
+        key = (self.value, self.x if any(s.uses_x for s in self.value) else None)
+        fact = _fact_key(key) if self.k is not None else _fact_key((key, self.op, self.x))
+        object.__setattr__(self, "fact", fact)
+        object.__setattr__(self, "top", width_max(self.value))
+        object.__setattr__(self, "_hash", hash(fields))
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            isinstance(other, Test) and self._hash == other._hash and
+            (self.value, self.op, self.k, self.x, self.guard) ==
+            (other.value, other.op, other.k, other.x, other.guard))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 _ids = itertools.count()
