@@ -54,13 +54,30 @@ def compile_policy(policy: ir.Policy, optimise: bool = True) -> list[Insn]:
     return insns
 
 
-def _too_long(policy: ir.Policy, size: int):
+def limits(policy: ir.Policy) -> list[Diagnostic]:
+    """What ``pfc compile --target cbpf`` refuses for size, as diagnostics (empty when
+    the program fits): the ``limits(policy) -> diagnostics`` hook through which
+    ``capability_errors`` lets ``pfc check --target cbpf`` say it too. It compiles the
+    whole program, since only the optimised, assembled length is exact (a second or
+    two at the largest sizes the limit admits, benchmarks/cbpf_vs_libpcap.py --scale)."""
+    try:
+        compile_policy(policy)
+    except CompileError as exc:
+        return list(exc.diagnostics)
+    return []
+
+
+def _too_long(policy: ir.Policy, size: int) -> Diagnostic:
     span = policy.rules[0].span if policy.rules else policy.default_span
     count = len(policy.rules)
-    return error(f"target `cbpf`: the policy's {count} rule{'s' * (count != 1)} need "
-                 f"{size} classic BPF instructions; the kernel takes at most {MAX_INSNS} "
-                 "(BPF_MAXINSNS)", span, code="too-large",
-                 hint="split the policy, or use an eBPF target (socket, tc, xdp)")
+    return error(f"target `cbpf`: {_rules_need(count)} {size:,} instructions; classic BPF "
+                 f"allows {MAX_INSNS} (BPF_MAXINSNS)", span, code="too-large",
+                 hint="split the policy, or use an eBPF target (socket, tc, xdp), which "
+                 "has no such limit")
+
+
+def _rules_need(count: int) -> str:
+    return "the policy's 1 rule needs" if count == 1 else f"the policy's {count:,} rules need"
 
 
 def too_large(policy: ir.Policy, margin: int = 2) -> Diagnostic | None:
@@ -79,10 +96,9 @@ def too_large(policy: ir.Policy, margin: int = 2) -> Diagnostic | None:
         running = itertools.accumulate(n for n, _ in sizes)
         crossing = next(r for (_, r), sum_ in zip(sizes, running, strict=True)
                         if sum_ > MAX_INSNS)
-        return _too_large(f"the policy's {len(policy.rules):,} rules need about "
-                          f"{total:,} classic BPF instructions (this one passes "
-                          f"{MAX_INSNS})", crossing.span)
-    return _too_large(f"this rule needs about {size:,} classic BPF instructions"
+        return _too_large(f"{_rules_need(len(policy.rules))} about {total:,} "
+                          f"instructions (this one passes {MAX_INSNS})", crossing.span)
+    return _too_large(f"this rule needs about {size:,} instructions"
                       f"{_biggest_list(rule)}" + (f", the whole policy about {total:,}"
                                                   if len(sizes) > 1 else ""), rule.span)
 
@@ -98,9 +114,9 @@ def _biggest_list(rule: ir.Rule) -> str:
 
 
 def _too_large(what: str, span) -> Diagnostic:
-    return error(f"target `cbpf`: {what}; the kernel takes at most {MAX_INSNS} "
-                 "(BPF_MAXINSNS), and classic BPF has no maps or sets: every entry is a "
-                 "test of its own", span, code="too-large",
+    return error(f"target `cbpf`: {what}; classic BPF allows {MAX_INSNS} (BPF_MAXINSNS), "
+                 "and has no maps or sets: every entry is a test of its own", span,
+                 code="too-large",
                  hint="socket, tc and xdp (eBPF maps), nft and iptables (sets) take large "
                  f"sets; cbpf fits about {MAX_INSNS * 3 // 4:,} addresses (docs/cbpf.md)")
 
