@@ -47,20 +47,27 @@ def step_insn(step: Step) -> Insn:
 # A holds (value, the X state its steps used or None); X holds an XState.
 AState = tuple[Value, XState | None] | None
 
-_DOFF4: Value = (Step("ldx", 26, 1), Step("and", 0xF0), Step("rsh", 2), Step("addx"))
-_DOFF6: Value = (Step("ld", 66, 1), Step("and", 0xF0), Step("rsh", 2))
+
+def _doff4(l3: int) -> Value:
+    return (Step("ldx", l3 + 12, 1), Step("and", 0xF0), Step("rsh", 2), Step("addx"))
 
 
-def x_setup(want: XState, x: XState | None) -> tuple[list[Insn], Value, XState | None]:
-    """What makes X hold ``want``: instructions first, then (for the TCP payload
-    states) a value to compute in A with X = the returned state, then ``tax``."""
+def _doff6(l3: int) -> Value:
+    return (Step("ld", l3 + 52, 1), Step("and", 0xF0), Step("rsh", 2))
+
+
+def x_setup(want: XState, x: XState | None,
+            l3: int = 14) -> tuple[list[Insn], Value, XState | None]:
+    """What makes X hold ``want`` (the IP header at ``l3``): instructions first, then
+    (for the TCP payload states) a value to compute in A with X = the returned state,
+    then ``tax``."""
     if want is XState.IHL:
-        return [(LDX_MSH, 0, 0, 14)], (), None
+        return [(LDX_MSH, 0, 0, l3)], (), None
     if want is XState.LEN:
         return [(LDX_LEN, 0, 0, 0)], (), None
     if want is XState.TCP4:
-        return ([] if x is XState.IHL else [(LDX_MSH, 0, 0, 14)]), _DOFF4, XState.IHL
-    return [], _DOFF6, None
+        return ([] if x is XState.IHL else [(LDX_MSH, 0, 0, l3)]), _doff4(l3), XState.IHL
+    return [], _doff6(l3), None
 
 
 def _tag(value: Value, x: XState | None) -> XState | None:
@@ -75,11 +82,12 @@ def _compute(value: Value, a: AState, x: XState | None) -> tuple[list[Insn], ASt
     return [step_insn(s) for s in value[start:]], (value, _tag(value, x))
 
 
-def node_code(test: Test, a: AState, x: XState | None) -> tuple[list[Insn], AState, XState]:
+def node_code(test: Test, a: AState, x: XState | None,
+              l3: int = 14) -> tuple[list[Insn], AState, XState]:
     """The node's straight-line code given what A and X hold on entry."""
     code: list[Insn] = []
     if test.x is not None and x is not test.x:
-        setup, value, x_during = x_setup(test.x, x)
+        setup, value, x_during = x_setup(test.x, x, l3)
         code += setup
         if setup:
             x = x_during
@@ -123,7 +131,7 @@ def blocks_of(graph: Graph) -> list[Block]:
     blocks = []
     for node in tests:
         a, x = _meet(incoming[node.nid])
-        body, a, x = node_code(node.test, a, x)
+        body, a, x = node_code(node.test, a, x, graph.link.l3)
         code = JUMP[node.test.op] | (0x08 if node.test.k is None else 0)
         blocks.append(Block(node.nid, body, (code, node.test.k or 0, node.jt.nid,
                                               node.jf.nid)))

@@ -26,11 +26,28 @@ PASS_RET = 0x40000  # the whole frame, as libpcap's default snap length (262144)
 DROP_RET = 0
 
 
-class XState(StrEnum):
-    """What X holds. Each is a function of the packet alone, so facts about values
-    computed with X stay true wherever the same X state is set up again."""
+@dataclass(frozen=True)
+class Link:
+    """Where the packet a program reads starts (``pfc compile --link``), as libpcap's
+    link types: ``ether`` (DLT_EN10MB), the Ethernet header, as packet sockets and tc
+    show it; ``ip`` (DLT_RAW, ``tcpdump -y RAW``), the IP header, as iptables' ``-m
+    bpf`` (xt_bpf) shows it. ``l3`` is where the IP header starts."""
 
-    IHL = "ihl"  # 4*([14]&0xf): IPv4 header length (ldxb 4*([14]&0xf))
+    name: str
+    l3: int
+
+
+ETHER = Link("ether", ETH_HLEN)
+RAW_IP = Link("ip", 0)
+LINKS = {link.name: link for link in (ETHER, RAW_IP)}
+
+
+class XState(StrEnum):
+    """What X holds (L3: where the IP header starts, ``Link.l3``). Each is a function
+    of the packet alone, so facts about values computed with X stay true wherever the
+    same X state is set up again."""
+
+    IHL = "ihl"  # 4*([L3]&0xf): IPv4 header length (ldxb 4*([14]&0xf) on Ethernet)
     LEN = "len"  # the packet length (ldx #pktlen)
     TCP4 = "tcp4"  # IPv4 header length + TCP data offset * 4 (TCP payload over IPv4)
     TCP6 = "tcp6"  # TCP data offset * 4 (TCP payload over IPv6, fixed header)
@@ -167,11 +184,12 @@ class Node:
 
 @dataclass
 class Graph:
-    """The program: a root and the two leaves every path ends in."""
+    """The program: a root and the two leaves every path ends in, for a ``link``."""
 
     root: Node
     passed: Node
     dropped: Node
+    link: Link = ETHER
 
 
 def leaves() -> tuple[Node, Node]:

@@ -240,13 +240,17 @@ def _fused(a: Equality, b: Equality, facts: Facts) -> Test | None:
 
 # ------------------------------------------------------------------------------- guards
 
-X_SETUP_ENDS = {XState.IHL: (15, {}), XState.LEN: (0, {}),
-                XState.TCP4: (15, {XState.IHL: 27}), XState.TCP6: (67, {})}
+def x_setup_ends(x: XState, l3: int) -> tuple[int, dict[XState, int]]:
+    """How far setting up X reaches (``cbpf_asm.x_setup``, the IP header at ``l3``):
+    absolute, and relative to the X state it computes with."""
+    return {XState.IHL: (l3 + 1, {}), XState.LEN: (0, {}),
+            XState.TCP4: (l3 + 1, {XState.IHL: l3 + 13}),
+            XState.TCP6: (l3 + 53, {})}[x]
 
 
-def load_ends(test: Test) -> tuple[int, dict[XState, int]]:
+def load_ends(test: Test, l3: int = 14) -> tuple[int, dict[XState, int]]:
     """How far the node's loads reach: absolute, and relative to each X state."""
-    absolute, relative = X_SETUP_ENDS[test.x] if test.x else (0, {})
+    absolute, relative = x_setup_ends(test.x, l3) if test.x else (0, {})
     relative = dict(relative)
     for step in test.value:
         if step.op == "ld":
@@ -286,7 +290,7 @@ def witnesses(graph: Graph, implications: tuple[Implication, ...] = ()):
             absolute[node.nid] = [INF if dropped else implied(m) for m in masks]
             relative[node.nid] = {s: INF for s in XState} if dropped else {}
             continue
-        own_abs, own_rel = load_ends(node.test)
+        own_abs, own_rel = load_ends(node.test, graph.link.l3)
         at, af = absolute[node.jt.nid], absolute[node.jf.nid]
         bt, bf = bit.get((node.test, True), 0), bit.get((node.test, False), 0)
         absolute[node.nid] = [max(own_abs, min(at[m | bt], af[m | bf])) for m in masks]

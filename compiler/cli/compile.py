@@ -106,6 +106,11 @@ def _compile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", "-f", metavar="F", help="output format (per target; see "
                    "`pfc targets`)")
     p.add_argument("--hook", metavar="H", help="attach point (per target; see `pfc targets`)")
+    p.add_argument("--link", choices=tuple(LINK_HOOKS),
+                   help="cbpf: where the program reads packets from, as tcpdump -y: ether "
+                        "(the Ethernet header: packet sockets, tc; the default) or ip (the "
+                        "IP header: iptables -m bpf, like tcpdump -y RAW); the same as "
+                        "--hook socket / --hook xt-bpf")
     p.add_argument("--dev", metavar="DEV", help="network device (nft netdev ingress)")
     p.add_argument("--table", default="pfc", metavar="NAME",
                    help="nftables table / iptables chain prefix owned by pfc (default pfc)")
@@ -113,19 +118,35 @@ def _compile_args(p: argparse.ArgumentParser) -> None:
                    help="iptables: also exempt matched traffic from conntrack (NOTRACK)")
 
 
+LINK_HOOKS = {"ether": "socket", "ip": "xt-bpf"}  # cbpf's hooks by the link they read
+
+
+def _hook(args: argparse.Namespace) -> str | None:
+    """``--hook``, or the cbpf hook ``--link`` names (a usage error if they disagree)."""
+    if args.link is None:
+        return args.hook
+    if args.target != "cbpf":
+        raise UsageError(f"--link is for target cbpf, not `{args.target}`")
+    hook = LINK_HOOKS[args.link]
+    if args.hook not in (None, hook):
+        raise UsageError(f"--link {args.link} is hook `{hook}`, not `{args.hook}`")
+    return hook
+
+
 def _compile(args: argparse.Namespace) -> int:
+    hook = _hook(args)
     compiled = load(args.file)
     if compiled.diagnostics:
         print_diagnostics(compiled.diagnostics, compiled.sources)
     if not compiled.ok:
         return 1
     try:
-        artifact = api.compile(compiled, args.target, format=args.format, hook=args.hook,
+        artifact = api.compile(compiled, args.target, format=args.format, hook=hook,
                                dev=args.dev, table=args.table, notrack=args.notrack)
     except CompileError as exc:
         print_diagnostics(exc.diagnostics, compiled.sources)
         return 1
-    if args.hook is None and artifact.hook != backend(args.target).hooks[0]:
+    if hook is None and artifact.hook != backend(args.target).hooks[0]:
         print(f"note: compiled for hook `{artifact.hook}` (`pfc targets` explains the "
               "hooks; --hook chooses)", file=sys.stderr)
     if args.output:
