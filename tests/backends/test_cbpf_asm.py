@@ -29,8 +29,10 @@ from pfc.backends.cbpf import graph as cbpf_graph
 from pfc.backends.cbpf import pcaplib
 from pfc.backends.cbpf.graph import (
     DROP_RET,
+    ETHER,
     LEN,
     PASS_RET,
+    RAW_IP,
     Graph,
     Node,
     Step,
@@ -88,15 +90,15 @@ def _read(frame: bytes, at: int, size: int) -> int:
     return int.from_bytes(frame[at:at + size], "big")
 
 
-def _x_value(state: XState, frame: bytes) -> int:
+def _x_value(state: XState, frame: bytes, l3: int) -> int:
     if state is XState.LEN:
         return len(frame)
     if state is XState.TCP6:
-        return (_read(frame, 66, 1) & 0xF0) >> 2
-    ihl = 4 * (_read(frame, 14, 1) & 0xF)
+        return (_read(frame, l3 + 52, 1) & 0xF0) >> 2
+    ihl = 4 * (_read(frame, l3, 1) & 0xF)
     if state is XState.IHL:
         return ihl
-    return ihl + ((_read(frame, ihl + 26, 1) & 0xF0) >> 2)
+    return ihl + ((_read(frame, ihl + l3 + 12, 1) & 0xF0) >> 2)
 
 
 def _value(value: Value, x: int, frame: bytes) -> int:
@@ -116,8 +118,8 @@ def _value(value: Value, x: int, frame: bytes) -> int:
     return a
 
 
-def _outcome(test: cbpf_graph.Test, frame: bytes) -> bool:
-    x = _x_value(test.x, frame) if test.x is not None else 0
+def _outcome(test: cbpf_graph.Test, frame: bytes, l3: int) -> bool:
+    x = _x_value(test.x, frame, l3) if test.x is not None else 0
     a = _value(test.value, x, frame)
     k = x if test.k is None else test.k
     return {"jeq": a == k, "jgt": a > k, "jge": a >= k, "jset": a & k != 0}[test.op]
@@ -128,7 +130,7 @@ def graph_verdict(graph: Graph, frame: bytes) -> int:
     node = graph.root
     try:
         while not node.is_leaf:
-            node = node.succ(_outcome(node.test, frame))
+            node = node.succ(_outcome(node.test, frame, graph.link.l3))
     except OutOfFrame:
         return DROP_RET
     return node.ret
@@ -151,7 +153,8 @@ OPS = ("jeq", "jgt", "jge", "jset")
 @st.composite
 def graphs(draw, min_nodes: int = 50, max_nodes: int = 700) -> Graph:
     """A DAG of tests built from the last node to the first; each edge goes to a later
-    node (often far) or a leaf, so most layouts need trampolines."""
+    node (often far) or a leaf, so most layouts need trampolines. X states are set up
+    for either link (the IP header at 14 or at 0)."""
     passed, dropped = leaves()
     count = draw(st.integers(min_nodes, max_nodes))
     nodes: list[Node] = [passed, dropped]
@@ -168,7 +171,7 @@ def graphs(draw, min_nodes: int = 50, max_nodes: int = 700) -> Graph:
         if jt is jf:
             jf = nodes[(nodes.index(jt) + 1) % len(nodes)]
         nodes.append(Node(test, jt, jf))
-    return Graph(nodes[-1], passed, dropped)
+    return Graph(nodes[-1], passed, dropped, draw(st.sampled_from((ETHER, RAW_IP))))
 
 
 def _frames(seed: int, count: int = 120) -> list[bytes]:
