@@ -233,7 +233,7 @@ def test_the_kernel_limit_is_64(xt_session) -> None:
     """iptables (both flavours) loads a 64-instruction program and refuses 65."""
     program = [(0x28, 0, 0, 12)] * 63 + [(cbpf_asm.RET, 0, 0, 1)]
     for flavour in ("nft", "legacy"):
-        xt_session.load(program, "filter-input", flavour)
+        xt_session.install(program, "filter-input", flavour)
         with pytest.raises(RuntimeError, match="number of instructions exceeds maximum"):
             xt.insert([(0x28, 0, 0, 12)] + program, "filter-input", 4, flavour)
 
