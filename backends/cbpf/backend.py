@@ -77,8 +77,8 @@ def limits(policy: ir.Policy) -> list[Diagnostic]:
     """What ``pfc compile --target cbpf`` refuses for size, as diagnostics (empty when
     the program fits): the ``limits(policy) -> diagnostics`` hook through which
     ``capability_errors`` lets ``pfc check --target cbpf`` say it too. It compiles the
-    whole program, since only the optimised, assembled length is exact (a second or
-    two at the largest sizes the limit admits, benchmarks/cbpf_vs_libpcap.py --scale)."""
+    whole program, since only the optimised, assembled length is exact (2.6 s CPU for
+    1,000 rules that do not fit: benchmarks/cbpf_vs_libpcap.py --scale)."""
     try:
         compile_policy(policy)
     except CompileError as exc:

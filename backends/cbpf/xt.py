@@ -23,7 +23,8 @@ the packet from its IP header (``skb->data`` at the network header in netfilter)
 tag, no non-IP packet; ``bpf_mt`` matches when the program returns nonzero. iptables
 1.8.9 takes ``--bytecode`` in both flavours (``iptables-nft`` through nft_compat,
 ``iptables-legacy``); it cannot be negated (``! --bytecode``: "cannot be inverted"),
-hence the chain above.
+hence the chain above; it holds at most 64 instructions (``XT_BPF_MAX_NUM_INSTR``:
+``cbpf.backend.LIMITS``).
 """
 
 from __future__ import annotations
