@@ -21,7 +21,17 @@ Targets (same meaning): pfc <= libpcap on every case, strictly fewer on every ca
 with a transport field, geometric mean of pfc / libpcap <= 0.85. Exit status 1 if a
 target is missed or any verdict differs.
 
+``--scale N,N,...`` is compile time against rule count (fuzz-and-faults.md §6): N
+rules ``drop udp dport P sport P+1`` (P = 0..N-1, both families: the fuzzer's
+``h3_cbpf_340_rules.pf`` is N = 340), pfc's whole
+compile (parse, check, ``cbpf.compile_policy``) beside libpcap's ``pcap_compile`` of
+the same meaning (``cbpf_corpus`` clauses), both in this process, CPU seconds (the
+machine may be busy: CPU time is what each compiler costs), best of ``--repeat``; and
+the slope of log(time) over log(rules) between the smallest and largest N (1: linear).
+Nothing is asserted: it is a measurement.
+
     .venv/bin/python benchmarks/cbpf_vs_libpcap.py [--frames N] [--markdown]
+    .venv/bin/python benchmarks/cbpf_vs_libpcap.py --scale 100,200,400,1000,2000
 """
 
 from __future__ import annotations
@@ -29,17 +39,19 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cbpf_corpus import CASES, VALID4, Case  # noqa: E402
+from cbpf_corpus import CASES, VALID4, Case, r4, r6  # noqa: E402
 
 from pfc.backends.cbpf import asm as cbpf_asm
 from pfc.backends.cbpf import backend as cbpf
 from pfc.backends.cbpf import pcaplib
+from pfc.frontend.diagnostics import CompileError
 from pfc.frontend.ir import Verdict
 from pfc.frontend.pipeline import compile_text
 from pfc.oracle import gen
@@ -121,12 +133,78 @@ def rich_table(rows: list[Row]):
     return table
 
 
+# ----------------------------------------------------------- compile time vs rules
+
+@dataclass
+class ScaleRow:
+    rules: int
+    pfc_seconds: float
+    libpcap_seconds: float
+    pfc_insns: int | str  # "refused (N)" beyond BPF_MAXINSNS
+    libpcap_insns: int
+
+    @property
+    def ratio(self) -> float:
+        return self.pfc_seconds / self.libpcap_seconds
+
+
+def _best(fn, repeat: int) -> tuple[float, object]:
+    best, out = math.inf, None
+    for _ in range(repeat):
+        start = time.process_time()
+        out = fn()
+        best = min(best, time.process_time() - start)
+    return best, out
+
+
+def _pfc_compile(text: str) -> int | str:
+    try:
+        return len(cbpf.compile_policy(compile_text(text, "scale.pf").require()))
+    except CompileError as exc:
+        return f"refused: {exc.diagnostics[0].message.split(': ', 1)[1]}"
+
+
+def scale_row(rules: int, repeat: int) -> ScaleRow:
+    text = "".join(f"drop udp dport {p} sport {p + 1}\n" for p in range(rules))
+    expression = Case("scale", text, tuple(rule for p in range(rules) for rule in (
+        r4("drop", 24, "ip[9] = 17", f"udp[2:2] = {p}", f"udp[0:2] = {p + 1}", l4=4),
+        r6("drop", 58, "ip6[6] = 17", f"ip6[42:2] = {p}", f"ip6[40:2] = {p + 1}"))
+    )).expression("exact")
+    pfc_s, ours = _best(lambda: _pfc_compile(text), repeat)
+    lib_s, theirs = _best(lambda: pcaplib.compile_filter(expression), repeat)
+    return ScaleRow(rules, pfc_s, lib_s, ours, len(theirs))
+
+
+def scale_report(rows: list[ScaleRow]) -> str:
+    lines = ["| rules | pfc compile (CPU s) | libpcap pcap_compile (CPU s) | pfc / libpcap | "
+             "pfc instructions | libpcap instructions |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r.rules:,} | {r.pfc_seconds:.2f} | {r.libpcap_seconds:.2f} | "
+                     f"{r.ratio:.1f} | {r.pfc_insns} | {r.libpcap_insns:,} |")
+    first, last = rows[0], rows[-1]
+    if len(rows) > 1:
+        def slope(a: float, b: float) -> float:
+            return math.log(b / a) / math.log(last.rules / first.rules)
+        lines.append(f"\nslope of log(time) over log(rules), {first.rules:,} → "
+                     f"{last.rules:,}: pfc {slope(first.pfc_seconds, last.pfc_seconds):.2f},"
+                     f" libpcap {slope(first.libpcap_seconds, last.libpcap_seconds):.2f}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--frames", type=int, default=5000,
                         help="generated frames per case (default 5000)")
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
+    parser.add_argument("--scale", metavar="N,N,...", help="only compile time against "
+                        "rule count, for these rule counts (module doc)")
+    parser.add_argument("--repeat", type=int, default=1, help="--scale: best of N runs")
     args = parser.parse_args(argv)
+    if args.scale:
+        counts = [int(n) for n in args.scale.split(",")]
+        print(f"libpcap {pcaplib.version().split()[2]}")
+        print(scale_report([scale_row(n, args.repeat) for n in counts]))
+        return 0
     rows = [measure(case, args.frames) for case in CASES]
     mean = geomean([r.ratio for r in rows])
     kernel_mean = geomean([r.pfc_kernel / r.libpcap_kernel for r in rows])

@@ -47,20 +47,27 @@ def step_insn(step: Step) -> Insn:
 # A holds (value, the X state its steps used or None); X holds an XState.
 AState = tuple[Value, XState | None] | None
 
-_DOFF4: Value = (Step("ldx", 26, 1), Step("and", 0xF0), Step("rsh", 2), Step("addx"))
-_DOFF6: Value = (Step("ld", 66, 1), Step("and", 0xF0), Step("rsh", 2))
+
+def _doff4(l3: int) -> Value:
+    return (Step("ldx", l3 + 12, 1), Step("and", 0xF0), Step("rsh", 2), Step("addx"))
 
 
-def x_setup(want: XState, x: XState | None) -> tuple[list[Insn], Value, XState | None]:
-    """What makes X hold ``want``: instructions first, then (for the TCP payload
-    states) a value to compute in A with X = the returned state, then ``tax``."""
+def _doff6(l3: int) -> Value:
+    return (Step("ld", l3 + 52, 1), Step("and", 0xF0), Step("rsh", 2))
+
+
+def x_setup(want: XState, x: XState | None,
+            l3: int = 14) -> tuple[list[Insn], Value, XState | None]:
+    """What makes X hold ``want`` (the IP header at ``l3``): instructions first, then
+    (for the TCP payload states) a value to compute in A with X = the returned state,
+    then ``tax``."""
     if want is XState.IHL:
-        return [(LDX_MSH, 0, 0, 14)], (), None
+        return [(LDX_MSH, 0, 0, l3)], (), None
     if want is XState.LEN:
         return [(LDX_LEN, 0, 0, 0)], (), None
     if want is XState.TCP4:
-        return ([] if x is XState.IHL else [(LDX_MSH, 0, 0, 14)]), _DOFF4, XState.IHL
-    return [], _DOFF6, None
+        return ([] if x is XState.IHL else [(LDX_MSH, 0, 0, l3)]), _doff4(l3), XState.IHL
+    return [], _doff6(l3), None
 
 
 def _tag(value: Value, x: XState | None) -> XState | None:
@@ -75,11 +82,12 @@ def _compute(value: Value, a: AState, x: XState | None) -> tuple[list[Insn], ASt
     return [step_insn(s) for s in value[start:]], (value, _tag(value, x))
 
 
-def node_code(test: Test, a: AState, x: XState | None) -> tuple[list[Insn], AState, XState]:
+def node_code(test: Test, a: AState, x: XState | None,
+              l3: int = 14) -> tuple[list[Insn], AState, XState]:
     """The node's straight-line code given what A and X hold on entry."""
     code: list[Insn] = []
     if test.x is not None and x is not test.x:
-        setup, value, x_during = x_setup(test.x, x)
+        setup, value, x_during = x_setup(test.x, x, l3)
         code += setup
         if setup:
             x = x_during
@@ -123,7 +131,7 @@ def blocks_of(graph: Graph) -> list[Block]:
     blocks = []
     for node in tests:
         a, x = _meet(incoming[node.nid])
-        body, a, x = node_code(node.test, a, x)
+        body, a, x = node_code(node.test, a, x, graph.link.l3)
         code = JUMP[node.test.op] | (0x08 if node.test.k is None else 0)
         blocks.append(Block(node.nid, body, (code, node.test.k or 0, node.jt.nid,
                                               node.jf.nid)))
@@ -132,56 +140,84 @@ def blocks_of(graph: Graph) -> list[Block]:
     return blocks + [Block(n.nid, ret=n.ret) for n in rets]
 
 
-def _positions(blocks: list[Block]) -> dict[int, int]:
-    pos, at = {}, 0
-    for b in blocks:
-        pos[b.label] = at
-        at += len(b)
-    return pos
-
-
 def resolve(blocks: list[Block]) -> list[Insn]:
-    """Jump offsets, with trampolines for targets beyond 255 instructions: a jump that
-    cannot reach its target goes to a trampoline to it that lies within reach, or to a
-    new one placed as far ahead as the jump reaches (so later jumps share it)."""
-    rets = {b.label: b.ret for b in blocks if b.ret is not None}
-    tramps: dict[int, list[int]] = {}
-    limit = 2 * len(blocks) + 16  # each trampoline fixes a jump for good: never reached
-    for fresh in range(-1, -limit, -1):
-        pos = _positions(blocks)
-        if not _place_one(blocks, pos, tramps, rets, fresh):
-            return _emit(blocks, pos)
-    raise RuntimeError("internal error: trampolines did not converge")
+    """The blocks as instructions, with trampolines for jumps beyond 255 instructions.
+
+    One pass from the last block to the first. What lies after a block is final when
+    the block is placed, so its jump offsets are known exactly; a target out of reach
+    is reached through an equivalent already placed within reach (a trampoline an
+    earlier-placed jump made, or for a ``ret`` any copy of the same ``ret``), or else
+    through a new trampoline right after the jump (offset 0 or 1: always in reach; a
+    ``ja`` has a 32-bit offset, a ``ret`` copy none). Placing a trampoline there
+    changes no distance between blocks already placed, so one pass always succeeds,
+    in time linear in the program. (The earlier layout put trampolines at the far end
+    of a jump's reach: any later insertion in between pushed them out again, and two
+    jumps could break each other's trampolines forever: fuzz-and-faults.md defect 10.)
+    """
+    layout = _Layout({b.label: b.ret for b in blocks if b.ret is not None})
+    for block in reversed(blocks):
+        layout.place(block)
+    return layout.emit()
 
 
-def _place_one(blocks: list[Block], pos: dict[int, int], tramps: dict[int, list[int]],
-               rets: dict[int, int], fresh: int) -> bool:
-    """Send every far jump to a trampoline in reach; make one new trampoline (labelled
-    ``fresh``) for the first that has none, and say so (positions then change)."""
-    for i, b in enumerate(blocks):
-        if b.jump is None:
-            continue
-        end = pos[b.label] + len(b)
-        for target in dict.fromkeys(b.jump[2:]):
-            if pos[target] - end <= MAX_JUMP:
-                continue
-            near = next((t for t in tramps.get(target, ()) if 0 <= pos[t] - end <= MAX_JUMP),
-                        None)
-            created = near is None
-            if created:
-                near = fresh
-                k = i
-                while k + 1 < len(blocks) and pos[blocks[k + 1].label] + \
-                        len(blocks[k + 1]) - end <= MAX_JUMP:
-                    k += 1
-                blocks.insert(k + 1, Block(near, ret=rets[target]) if target in rets
-                              else Block(near, ja=target))
-                tramps.setdefault(target, []).append(near)
-            code, kk, jt, jf = b.jump
-            b.jump = (code, kk, near if jt == target else jt, near if jf == target else jf)
-            if created:
-                return True
-    return False
+class _Layout:
+    """Blocks placed from the end. ``depth[label]`` is how many instructions lie from
+    the block's first one to the end of the program: fixed once placed."""
+
+    def __init__(self, rets: dict[int, int]) -> None:
+        self.rets = rets
+        self.placed: list[Block] = []  # in reverse order
+        self.size = 0
+        self.depth: dict[int, int] = {}
+        self.copies: dict[object, list[int]] = {}  # equivalence class -> labels, nearest last
+        self.fresh = -1
+
+    def _class(self, label: int) -> object:
+        return ("ret", self.rets[label]) if label in self.rets else label
+
+    def _prepend(self, block: Block, target: int | None = None) -> None:
+        self.placed.append(block)
+        self.size += len(block)
+        self.depth[block.label] = self.size
+        key = self._class(block.label) if target is None else self._class(target)
+        self.copies.setdefault(key, []).append(block.label)
+
+    def _reach(self, target: int, after: int) -> int | None:
+        """A label equivalent to ``target`` that a jump followed by ``after``
+        instructions (its new trampolines) reaches, the target itself first."""
+        for label in (target, self.copies[self._class(target)][-1]):
+            if 0 <= self.size + after - self.depth[label] <= MAX_JUMP:
+                return label
+        return None
+
+    def place(self, block: Block) -> None:
+        if block.jump is None:
+            self._prepend(block)
+            return
+        code, k, jt, jf = block.jump
+        targets = list(dict.fromkeys((jt, jf)))
+        far: list[int] = []
+        while True:  # at most twice: a trampoline only lengthens the other jump
+            far_now = [t for t in targets if t in far or self._reach(t, len(far)) is None]
+            if far_now == far:
+                break
+            far = far_now
+        via = {t: self._reach(t, len(far)) for t in targets if t not in far}
+        for target in reversed(far):
+            label, self.fresh = self.fresh, self.fresh - 1
+            self._prepend(Block(label, ret=self.rets[target]) if target in self.rets
+                          else Block(label, ja=target), target)
+            via[target] = label
+        block.jump = (code, k, via[jt], via[jf])
+        self._prepend(block)
+
+    def emit(self) -> list[Insn]:
+        pos = {label: self.size - depth for label, depth in self.depth.items()}
+        out = _emit(list(reversed(self.placed)), pos)
+        if any(code & 0x07 == 0x05 and code != JA and max(jt, jf) > MAX_JUMP
+               for code, jt, jf, _ in out):
+            raise RuntimeError("internal error: a conditional jump beyond 255")
+        return out
 
 
 def _emit(blocks: list[Block], pos: dict[int, int]) -> list[Insn]:

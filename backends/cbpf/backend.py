@@ -1,19 +1,28 @@
-"""Target ``cbpf``: a policy as one classic BPF program for ``SO_ATTACH_FILTER``.
+"""Target ``cbpf``: a policy as one classic BPF program.
 
 IR → a DAG of tests (``cbpf_cfg``) → optimised (``cbpf_opt``) → instructions and the
 printed forms (``cbpf_asm``). ``pass`` returns 0x40000 (keep the whole frame, libpcap's
 snap length), ``drop`` returns 0. ``count`` and ``redirect`` cannot be expressed by a
-socket filter: they are left out of ``supports``, so ``capability_errors`` names the
-rule, the target and the targets that can.
+classic BPF filter: they are left out of ``supports``, so ``capability_errors`` names
+the rule, the target and the targets that can.
 
-What a packet socket's filter sees (``view``), measured on Linux 6.18 (docs/cbpf.md):
-the frame from its Ethernet header, with the outer VLAN tag already removed
-(``skb_vlan_untag`` in ``__netif_receive_skb_core``); nothing shorter than 14 bytes
-(``packet_snd`` refuses it: ``dev_validate_header``) and no tagged frame shorter than
-20 (``skb_vlan_untag`` frees it): ``packets.l2_input_view``.
+Two hooks, one per link type (``--link``, as libpcap's DLT_EN10MB and DLT_RAW):
 
-Runners: :func:`run_kernel` (the Backend's ``run``: the program attached with
-``SO_ATTACH_FILTER`` to a packet socket on a veth in a throw-away namespace) and
+- ``socket`` (``--link ether``, the default): ``SO_ATTACH_FILTER`` on a packet socket.
+  The filter sees (``view``, measured on Linux 6.18, docs/cbpf.md) the frame from its
+  Ethernet header, with the outer VLAN tag already removed (``skb_vlan_untag`` in
+  ``__netif_receive_skb_core``); nothing shorter than 14 bytes (``packet_snd`` refuses
+  it: ``dev_validate_header``) and no tagged frame shorter than 20 (``skb_vlan_untag``
+  frees it): ``packets.l2_input_view``.
+- ``xt-bpf`` (``--link ip``): iptables' and ip6tables' ``-m bpf --bytecode`` (xt_bpf),
+  which runs the program on the packet from its IP header: no Ethernet header, no VLAN
+  tag, only IP packets ``ip_rcv``/``ipv6_rcv`` accepted (trimmed to their length),
+  and in filter INPUT only those delivered locally (``iplab.hook_view``). The family
+  is the IP version nibble (there is no EtherType); a rule for ``all`` matches every
+  packet (every one is IP). A nonzero return is a match (``bpf_mt``).
+
+Runners: :func:`run_kernel` (the Backend's ``run``: ``SO_ATTACH_FILTER`` on a packet
+socket, or an ``iptables -m bpf`` rule, on a veth in a throw-away namespace) and
 :func:`run_libpcap` (libpcap's own ``bpf_filter()``, an independent interpreter).
 """
 
@@ -26,7 +35,7 @@ from pfc.backends.cbpf import asm as cbpf_asm
 from pfc.backends.cbpf import cfg as cbpf_cfg
 from pfc.backends.cbpf import match as cbpf_match
 from pfc.backends.cbpf import opt as cbpf_opt
-from pfc.backends.cbpf.graph import MAX_INSNS
+from pfc.backends.cbpf.graph import ETHER, LINKS, MAX_INSNS, Link
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import CompileError, Diagnostic, error
 from pfc.kernel.observation import Observation
@@ -35,32 +44,61 @@ from pfc.oracle import packets
 FORMATS = ("asm", "c", "ddd", "bin")
 EXTENSIONS = {"asm": "asm", "c": "c", "ddd": "ddd", "bin": "bin"}
 SUPPORTS = frozenset(("payload", "ipv6", "non-ip"))
+HOOKS = {"socket": "ether", "xt-bpf": "ip"}  # hook -> the link its programs read
+# The most instructions each hook takes: the kernel's BPF_MAXINSNS
+# (include/uapi/linux/bpf_common.h) for SO_ATTACH_FILTER; xt_bpf's fixed array of
+# XT_BPF_MAX_NUM_INSTR (include/uapi/linux/netfilter/xt_bpf.h), which iptables 1.8.9
+# checks too ("bpf: number of instructions exceeds maximum"; measured: 64 load, 65 not).
+LIMITS = {"socket": (MAX_INSNS, f"classic BPF allows {MAX_INSNS} (BPF_MAXINSNS)"),
+          "xt-bpf": (64, "iptables -m bpf (xt_bpf) allows 64 (XT_BPF_MAX_NUM_INSTR)")}
 Insn = cbpf_asm.Insn
 
 
-def compile_policy(policy: ir.Policy, optimise: bool = True) -> list[Insn]:
-    """The program's instructions (``(code, jt, jf, k)``); CompileError if the kernel
-    could not take it (more than BPF_MAXINSNS = 4096 instructions): at once, before
-    any graph is built, when the matches alone need far more (``too_large``)."""
+def compile_policy(policy: ir.Policy, optimise: bool = True, link: Link = ETHER,
+                   hook: str = "socket") -> list[Insn]:
+    """The program's instructions (``(code, jt, jf, k)``) for packets that start at
+    ``link``; CompileError if ``hook`` could not take it (``LIMITS``): at once, before
+    any graph is built, when the matches alone need far more than 4096 (``too_large``).
+    """
     early = too_large(policy)
     if early is not None:
         raise CompileError([early])
-    graph = cbpf_cfg.build(policy)
+    graph = cbpf_cfg.build(policy, link)
     if optimise:
-        cbpf_opt.optimise(graph, cbpf_cfg.IMPLICATIONS)
+        cbpf_opt.optimise(graph, cbpf_cfg.implications(link))
     insns = cbpf_asm.assemble(graph)
-    if len(insns) > MAX_INSNS:
-        raise CompileError([_too_long(policy, len(insns))])
+    if len(insns) > LIMITS[hook][0]:
+        raise CompileError([_too_long(policy, len(insns), hook)])
     return insns
 
 
-def _too_long(policy: ir.Policy, size: int):
+
+def limits(policy: ir.Policy) -> list[Diagnostic]:
+    """What ``pfc compile --target cbpf`` refuses for size, as diagnostics (empty when
+    the program fits): the ``limits(policy) -> diagnostics`` hook through which
+    ``capability_errors`` lets ``pfc check --target cbpf`` say it too. It compiles the
+    whole program, since only the optimised, assembled length is exact (2.6 s CPU for
+    1,000 rules that do not fit: benchmarks/cbpf_vs_libpcap.py --scale)."""
+    try:
+        compile_policy(policy)
+    except CompileError as exc:
+        return list(exc.diagnostics)
+    return []
+
+
+def _too_long(policy: ir.Policy, size: int, hook: str = "socket") -> Diagnostic:
     span = policy.rules[0].span if policy.rules else policy.default_span
     count = len(policy.rules)
-    return error(f"target `cbpf`: the policy's {count} rule{'s' * (count != 1)} need "
-                 f"{size} classic BPF instructions; the kernel takes at most {MAX_INSNS} "
-                 "(BPF_MAXINSNS)", span, code="too-large",
-                 hint="split the policy, or use an eBPF target (socket, tc, xdp)")
+    hint = ("split the policy, or use an eBPF target (socket, tc, xdp), which has no "
+            "such limit") if hook == "socket" else (
+            "split the policy over several -m bpf rules, or use target iptables or nft, "
+            "which filter in netfilter without classic BPF")
+    return error(f"target `cbpf`: {_rules_need(count)} {size:,} instructions; "
+                 f"{LIMITS[hook][1]}", span, code="too-large", hint=hint)
+
+
+def _rules_need(count: int) -> str:
+    return "the policy's 1 rule needs" if count == 1 else f"the policy's {count:,} rules need"
 
 
 def too_large(policy: ir.Policy, margin: int = 2) -> Diagnostic | None:
@@ -79,10 +117,9 @@ def too_large(policy: ir.Policy, margin: int = 2) -> Diagnostic | None:
         running = itertools.accumulate(n for n, _ in sizes)
         crossing = next(r for (_, r), sum_ in zip(sizes, running, strict=True)
                         if sum_ > MAX_INSNS)
-        return _too_large(f"the policy's {len(policy.rules):,} rules need about "
-                          f"{total:,} classic BPF instructions (this one passes "
-                          f"{MAX_INSNS})", crossing.span)
-    return _too_large(f"this rule needs about {size:,} classic BPF instructions"
+        return _too_large(f"{_rules_need(len(policy.rules))} about {total:,} "
+                          f"instructions (this one passes {MAX_INSNS})", crossing.span)
+    return _too_large(f"this rule needs about {size:,} instructions"
                       f"{_biggest_list(rule)}" + (f", the whole policy about {total:,}"
                                                   if len(sizes) > 1 else ""), rule.span)
 
@@ -98,9 +135,9 @@ def _biggest_list(rule: ir.Rule) -> str:
 
 
 def _too_large(what: str, span) -> Diagnostic:
-    return error(f"target `cbpf`: {what}; the kernel takes at most {MAX_INSNS} "
-                 "(BPF_MAXINSNS), and classic BPF has no maps or sets: every entry is a "
-                 "test of its own", span, code="too-large",
+    return error(f"target `cbpf`: {what}; classic BPF allows {MAX_INSNS} (BPF_MAXINSNS), "
+                 "and has no maps or sets: every entry is a test of its own", span,
+                 code="too-large",
                  hint="socket, tc and xdp (eBPF maps), nft and iptables (sets) take large "
                  f"sets; cbpf fits about {MAX_INSNS * 3 // 4:,} addresses (docs/cbpf.md)")
 
@@ -118,14 +155,18 @@ def render(insns: list[Insn], fmt: str) -> str | bytes:
 
 
 def emit(policy: ir.Policy, options: Options) -> Artifact:
+    """The program for ``options.hook``, which says what link it reads (``HOOKS``)."""
     fmt = options.format or FORMATS[0]
-    insns = compile_policy(policy)
+    hook = options.hook or "socket"
+    link = LINKS[HOOKS[hook]]
+    insns = compile_policy(policy, link=link, hook=hook)
     out = render(insns, fmt)
     name = artifact_name(policy, "cbpf", EXTENSIONS[fmt])
     data = out if isinstance(out, bytes) else out.encode()
-    return Artifact("cbpf", "socket", fmt, None if isinstance(out, bytes) else out,
+    return Artifact("cbpf", hook, fmt, None if isinstance(out, bytes) else out,
                     {name: data}, policy, {"insns": insns, "length": len(insns),
-                                           "kernel_size": cbpf_asm.kernel_size(insns)})
+                                           "kernel_size": cbpf_asm.kernel_size(insns),
+                                           "link": link.name})
 
 
 def program(artifact: Artifact) -> list[Insn]:
@@ -134,8 +175,19 @@ def program(artifact: Artifact) -> list[Insn]:
 
 
 def view(hook: str, frame: bytes) -> bytes | None:
-    """The frame as a packet socket's filter sees it (module doc)."""
+    """The frame as the hook shows it to the program (module doc), with its Ethernet
+    header (the interpreter reads frames); an ``xt-bpf`` program reads from byte 14."""
+    if hook == "xt-bpf":
+        from pfc.kernel import iplab
+
+        return iplab.hook_view(True, frame)
     return packets.l2_input_view(frame)
+
+
+def packet(artifact: Artifact, frame: bytes) -> bytes:
+    """What the program reads of a frame seen by its hook: from the IP header on for
+    ``--link ip``."""
+    return frame[ETHER.l3:] if artifact.meta.get("link") == "ip" else frame
 
 
 def verdict(ret: int) -> ir.Verdict:
@@ -146,19 +198,25 @@ def run_libpcap(artifact: Artifact, frames: list[bytes]) -> Observation:
     """The program run by libpcap's ``bpf_filter()`` on each frame (as seen)."""
     from pfc.backends.cbpf import pcaplib
 
-    results = pcaplib.Program(program(artifact)).run_all(frames)
+    results = pcaplib.Program(program(artifact)).run_all(packet(artifact, f) for f in frames)
     return Observation([verdict(r) for r in results], [None] * len(frames), None)
 
 
 def run_kernel(artifact: Artifact, frames: list[bytes]) -> Observation:
-    """The program attached to a packet socket in the kernel (``cbpf_run``)."""
+    """The program in the kernel: attached to a packet socket (``cbpf_run``), or for
+    ``--link ip`` in an ``iptables``/``ip6tables -m bpf`` rule (``cbpf_xt``)."""
+    if artifact.meta.get("link") == "ip":
+        from pfc.backends.cbpf import xt as cbpf_xt
+
+        return cbpf_xt.run(program(artifact), frames)
     from pfc.backends.cbpf import run as cbpf_run
 
     return cbpf_run.run(program(artifact), frames)
 
 
 BACKENDS = (Backend(
-    name="cbpf", description="classic BPF for SO_ATTACH_FILTER on a packet socket "
-    "(tcpdump -d / -dd / -ddd forms, raw sock_filter array)",
-    supports=SUPPORTS, formats=FORMATS, hooks=("socket",), emit=emit,
+    name="cbpf", description="classic BPF for SO_ATTACH_FILTER on a packet socket, or "
+    "with --link ip for iptables -m bpf (tcpdump -d / -dd / -ddd forms, raw "
+    "sock_filter array)",
+    supports=SUPPORTS, formats=FORMATS, hooks=tuple(HOOKS), emit=emit,
     binary_formats=frozenset(("bin",)), run=run_kernel, view=view),)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cached_property
 
 ETH_HLEN = 14
 MAX_INSNS = 4096  # BPF_MAXINSNS, include/uapi/linux/bpf_common.h
@@ -27,11 +26,28 @@ PASS_RET = 0x40000  # the whole frame, as libpcap's default snap length (262144)
 DROP_RET = 0
 
 
-class XState(StrEnum):
-    """What X holds. Each is a function of the packet alone, so facts about values
-    computed with X stay true wherever the same X state is set up again."""
+@dataclass(frozen=True)
+class Link:
+    """Where the packet a program reads starts (``pfc compile --link``), as libpcap's
+    link types: ``ether`` (DLT_EN10MB), the Ethernet header, as packet sockets and tc
+    show it; ``ip`` (DLT_RAW, ``tcpdump -y RAW``), the IP header, as iptables' ``-m
+    bpf`` (xt_bpf) shows it. ``l3`` is where the IP header starts."""
 
-    IHL = "ihl"  # 4*([14]&0xf): IPv4 header length (ldxb 4*([14]&0xf))
+    name: str
+    l3: int
+
+
+ETHER = Link("ether", ETH_HLEN)
+RAW_IP = Link("ip", 0)
+LINKS = {link.name: link for link in (ETHER, RAW_IP)}
+
+
+class XState(StrEnum):
+    """What X holds (L3: where the IP header starts, ``Link.l3``). Each is a function
+    of the packet alone, so facts about values computed with X stay true wherever the
+    same X state is set up again."""
+
+    IHL = "ihl"  # 4*([L3]&0xf): IPv4 header length (ldxb 4*([14]&0xf) on Ethernet)
     LEN = "len"  # the packet length (ldx #pktlen)
     TCP4 = "tcp4"  # IPv4 header length + TCP data offset * 4 (TCP payload over IPv4)
     TCP6 = "tcp6"  # TCP data offset * 4 (TCP payload over IPv6, fixed header)
@@ -80,7 +96,15 @@ def width_max(value: Value) -> int:
     return 0xFFFFFFFF
 
 
-@dataclass(frozen=True)
+_FACT_KEYS: dict[object, int] = {}
+
+
+def _fact_key(key: object) -> int:
+    """A small integer per distinct key (the optimiser's facts are dicts of them)."""
+    return _FACT_KEYS.setdefault(key, len(_FACT_KEYS))
+
+
+@dataclass(frozen=True, eq=False)
 class Test:
     """``A op k`` (or ``A op X`` when ``k`` is None) after A = ``value``.
 
@@ -88,6 +112,11 @@ class Test:
     ``guard``: a presence check (the packet is long enough for loads that follow);
     its false edge means "a field is absent", and the optimiser may drop it where
     the load itself ending the program with 0 gives the same verdict.
+
+    Equal tests are equal by their fields; the hash and ``fact`` (an integer naming
+    what the optimiser keeps facts about: the value and its X state for ``A op k``,
+    the whole comparison for ``A op X``) are computed once, because the optimiser
+    asks for them millions of times on a large policy.
     """
 
     value: Value
@@ -95,11 +124,26 @@ class Test:
     k: int | None
     x: XState | None = None
     guard: bool = False
+    fact: int = field(init=False, repr=False)
+    top: int = field(init=False, repr=False)  # the largest value A can hold
+    _hash: int = field(init=False, repr=False)
 
-    @cached_property
-    def key(self) -> tuple[Value, XState | None]:
-        """What is compared: facts are kept per key."""
-        return (self.value, self.x if any(s.uses_x for s in self.value) else None)
+    def __post_init__(self) -> None:
+        fields = (self.value, self.op, self.k, self.x, self.guard)
+        key = (self.value, self.x if any(s.uses_x for s in self.value) else None)
+        fact = _fact_key(key) if self.k is not None else _fact_key((key, self.op, self.x))
+        object.__setattr__(self, "fact", fact)
+        object.__setattr__(self, "top", width_max(self.value))
+        object.__setattr__(self, "_hash", hash(fields))
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            isinstance(other, Test) and self._hash == other._hash and
+            (self.value, self.op, self.k, self.x, self.guard) ==
+            (other.value, other.op, other.k, other.x, other.guard))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 _ids = itertools.count()
@@ -140,11 +184,12 @@ class Node:
 
 @dataclass
 class Graph:
-    """The program: a root and the two leaves every path ends in."""
+    """The program: a root and the two leaves every path ends in, for a ``link``."""
 
     root: Node
     passed: Node
     dropped: Node
+    link: Link = ETHER
 
 
 def leaves() -> tuple[Node, Node]:

@@ -183,18 +183,20 @@ def bytes_block(make: MakeNode, offset: int, data: bytes, x: XState | None) -> B
     return conjunction(blocks)
 
 
-def frag_block(make: MakeNode) -> Block:
+def frag_block(make: MakeNode, l3: int = 14) -> Block:
     """IPv4 MF set or fragment offset not 0 (flags/offset at L3 + 6)."""
-    return lambda yes, no: make(Test(load(2, 20), "jset", 0x3FFF), yes, no)
+    return lambda yes, no: make(Test(load(2, l3 + 6), "jset", 0x3FFF), yes, no)
 
 
-def address_block(make: MakeNode, match: ir.AddrMatch, version: int) -> Block:
-    """``src``/``dst`` for one family: the prefixes of that family only."""
+def address_block(make: MakeNode, match: ir.AddrMatch, version: int,
+                  l3: int = 14) -> Block:
+    """``src``/``dst`` for one family (the IP header at ``l3``): the prefixes of that
+    family only."""
     if version == 4:
-        offset = 26 if match.field == "src" else 30
+        offset = l3 + (12 if match.field == "src" else 16)
         nets = [p for p in match.prefixes if p.version == 4]
         return negate(ipv4_block(make, offset, nets), match.negated)
-    offset = 22 if match.field == "src" else 38
+    offset = l3 + (8 if match.field == "src" else 24)
     nets = [p for p in match.prefixes if p.version == 6]
     return negate(ipv6_block(make, offset, nets), match.negated)
 

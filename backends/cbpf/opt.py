@@ -2,7 +2,8 @@
 
 - :func:`thread_jumps` (redundant-test removal): for every edge, the facts known on
   it (what every path to it has tested: ranges, excluded values, known-zero and
-  known-set bits, per value) decide later tests, and the edge is moved past them. A
+  known-set bits, per value: ``cbpf.facts``) decide later tests, and the edge is
+  moved past them (nodes last to first, runs of ``jeq`` crossed in one step). A
   policy checks the EtherType, a length and the IPv4 header once, not once per rule.
   Facts come only from tests that ran, so they are true of every packet on the edge;
   moving an edge only adds packets to a node that its facts already describe.
@@ -26,8 +27,9 @@ and X hold on every edge.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import bisect
 
+from pfc.backends.cbpf.facts import Facts, Implication, decide, facts_in, learn
 from pfc.backends.cbpf.graph import (
     LEN,
     Graph,
@@ -38,145 +40,27 @@ from pfc.backends.cbpf.graph import (
     load,
     predecessors,
     reachable,
-    width_max,
 )
 
-MAX_OUT = 32  # excluded values kept per fact
 MAX_ROUNDS = 50
 INF = 1 << 40
-
-
-@dataclass(frozen=True, slots=True)
-class Fact:
-    """What is known of one value: lo <= v <= hi, v not in ``out``, v & ``zero`` == 0,
-    v & m != 0 for every m in ``nonzero``."""
-
-    lo: int
-    hi: int
-    out: frozenset[int] = frozenset()
-    zero: int = 0
-    nonzero: frozenset[int] = frozenset()
-
-
-Facts = dict[object, object]  # test key -> Fact; (key, op, x) -> bool for X compares
-
-
-def _fact(facts: Facts, test: Test) -> Fact:
-    return facts.get(test.key) or Fact(0, width_max(test.value))
-
-
-def decide(facts: Facts, test: Test) -> bool | None:
-    """The test's outcome if the facts settle it."""
-    if test.k is None:
-        return facts.get((test.key, test.op, test.x))
-    f, k = _fact(facts, test), test.k
-    if test.op == "jeq":
-        if f.lo == f.hi:
-            return f.lo == k
-        if not f.lo <= k <= f.hi or k in f.out or k & f.zero or \
-                any(k & m == 0 for m in f.nonzero):
-            return False
-        return None
-    if test.op == "jgt":
-        return True if f.lo > k else False if f.hi <= k else None
-    if test.op == "jge":
-        return True if f.lo >= k else False if f.hi < k else None
-    if test.op == "jset":
-        if k & ~f.zero == 0 or f.hi < (k & -k):
-            return False
-        if any(m & ~k == 0 for m in f.nonzero):
-            return True
-        return (f.lo & k != 0) if f.lo == f.hi else None
-    raise ValueError(test.op)
-
-
-Implication = tuple[tuple[tuple[Test, bool], ...], Test]
-
-
-def learn(facts: Facts, test: Test, outcome: bool,
-          implications: tuple[Implication, ...] = ()) -> Facts | None:
-    """The facts after ``test`` gave ``outcome``; None if that cannot happen. Each
-    implication (tests known to have given these outcomes ⇒ a test known true) is
-    then applied once."""
-    out = _learn(facts, test, outcome)
-    for conditions, consequence in implications:
-        if out is None:
-            break
-        if decide(out, consequence) is None and \
-                all(decide(out, t) is o for t, o in conditions):
-            out = _learn(out, consequence, True)
-    return out
-
-
-def _learn(facts: Facts, test: Test, outcome: bool) -> Facts | None:
-    if decide(facts, test) is (not outcome):
-        return None
-    out = dict(facts)
-    if test.k is None:
-        out[(test.key, test.op, test.x)] = outcome
-        return out
-    f, k = _fact(facts, test), test.k
-    if test.op == "jeq":
-        f = replace(f, lo=k, hi=k) if outcome else replace(f, out=_cap(f.out | {k}))
-    elif test.op == "jgt":
-        f = replace(f, lo=max(f.lo, k + 1)) if outcome else replace(f, hi=min(f.hi, k))
-    elif test.op == "jge":
-        f = replace(f, lo=max(f.lo, k)) if outcome else replace(f, hi=min(f.hi, k - 1))
-    else:
-        f = replace(f, nonzero=_cap(f.nonzero | {k})) if outcome else \
-            replace(f, zero=f.zero | k)
-    if f.lo > f.hi:
-        return None
-    out[test.key] = f
-    return out
-
-
-def _cap(values: frozenset[int]) -> frozenset[int]:
-    return values if len(values) <= MAX_OUT else frozenset(sorted(values)[:MAX_OUT])
-
-
-def meet(a: Facts, b: Facts) -> Facts:
-    """What holds on both: the weaker fact per value, kept only where both have one."""
-    out: Facts = {}
-    for key, fa in (a.items() if len(a) <= len(b) else b.items()):
-        fb = (b if len(a) <= len(b) else a).get(key)
-        if fb is None:
-            continue
-        if isinstance(fa, Fact):
-            out[key] = Fact(min(fa.lo, fb.lo), max(fa.hi, fb.hi), fa.out & fb.out,
-                            fa.zero & fb.zero, fa.nonzero & fb.nonzero)
-        elif fa == fb:
-            out[key] = fa
-    return out
-
-
-def facts_in(order: list[Node],
-             implications: tuple[Implication, ...] = ()) -> dict[int, Facts | None]:
-    """Facts at the entry of every node (None: no path can get there)."""
-    preds = predecessors(order)
-    known: dict[int, Facts | None] = {}
-    for i, node in enumerate(order):
-        if i == 0:
-            known[node.nid] = {}
-            continue
-        acc = None
-        for pred, outcome in preds[node.nid]:
-            base = known[pred.nid]
-            edge = None if base is None else learn(base, pred.test, outcome, implications)
-            if edge is not None:
-                acc = edge if acc is None else meet(acc, edge)
-        known[node.nid] = acc
-    return known
 
 
 # ------------------------------------------------------------------------------- passes
 
 def thread_jumps(graph: Graph, implications: tuple[Implication, ...] = ()) -> bool:
-    """Move every edge past the tests its facts decide. True if anything moved."""
+    """Move every edge past the tests its facts decide. True if anything moved.
+
+    Nodes are taken from the last to the first, so an edge's walk goes through
+    successors whose own edges already skip what they decide: it meets only tests its
+    own facts settle. A walk that knows a value exactly crosses a run of ``jeq`` tests
+    on it in one step (:class:`_Run`): a policy of n rules ``drop udp dport P sport Q``
+    would otherwise walk every later rule's port test from every rule, n²/2 steps."""
     order = reachable(graph.root)
     known = facts_in(order, implications)
+    runs: dict[int, tuple[_Run, int]] = {}
     changed = False
-    for node in order:
+    for node in reversed(order):
         base = known[node.nid]
         if node.is_leaf or base is None:
             continue
@@ -184,16 +68,57 @@ def thread_jumps(graph: Graph, implications: tuple[Implication, ...] = ()) -> bo
             edge = learn(base, node.test, outcome, implications)
             if edge is None:
                 continue
-            target = node.succ(outcome)
-            while not target.is_leaf:
-                answer = decide(edge, target.test)
-                if answer is None:
-                    break
-                target = target.succ(answer)
+            target = _follow(edge, node.succ(outcome), runs)
             if target is not node.succ(outcome):
                 node.set_succ(outcome, target)
                 changed = True
+        _Run.extend(runs, node)
     return changed
+
+
+def _follow(edge: Facts, target: Node, runs: dict[int, tuple[_Run, int]]) -> Node:
+    """Where an edge with facts ``edge`` aimed at ``target`` can go instead."""
+    while not target.is_leaf:
+        at = runs.get(target.nid)
+        fact = edge.get(target.test.fact) if at is not None else None
+        if fact is not None and fact.lo == fact.hi:
+            target = at[0].after(at[1], fact.lo)
+            continue
+        answer = decide(edge, target.test)
+        if answer is None:
+            break
+        target = target.succ(answer)
+    return target
+
+
+class _Run:
+    """``jeq`` tests on one value, each the false successor of the one before: for a
+    value known exactly, the walk through them ends at the true successor of the first
+    that tests that value, or past the last. ``nodes`` is kept last first, so a run
+    grows at its head as the pass moves up; ``index[k]``: where ``jeq #k`` stands."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self.index: dict[int, list[int]] = {}
+
+    @staticmethod
+    def extend(runs: dict[int, tuple[_Run, int]], node: Node) -> None:
+        """Put ``node`` (its edges final) at the head of its false successor's run."""
+        test = node.test
+        if test.op != "jeq" or test.k is None:
+            return
+        at = runs.get(node.jf.nid)
+        run = at[0] if at is not None and node.jf.test.fact == test.fact and \
+            at[1] == len(at[0].nodes) - 1 else _Run()
+        runs[node.nid] = (run, len(run.nodes))
+        run.index.setdefault(test.k, []).append(len(run.nodes))
+        run.nodes.append(node)
+
+    def after(self, position: int, value: int) -> Node:
+        """Where a walk entering the run at ``position`` with A = ``value`` goes."""
+        places = self.index.get(value, ())
+        i = bisect.bisect_right(places, position) - 1
+        return self.nodes[places[i]].jt if i >= 0 else self.nodes[0].jf
 
 
 def _rewrite(graph: Graph, replace_of: dict[int, Node]) -> None:
@@ -276,43 +201,56 @@ def fuse_words(graph: Graph, implications: tuple[Implication, ...] = ()) -> bool
     """Two equality tests in a row on bytes of one 4-byte word, failing to the same
     place, become one masked word compare (``ld [20]; and #0x1fff00ff; jeq #0x11``:
     first fragment and UDP). Only where the facts show the whole word is present, and
-    the second test has no other way in. True if a pair was fused."""
+    the second test has no other way in. Every pair of the graph in one pass (a fusion
+    changes which packets reach no other node, so the facts stay true); True if a pair
+    was fused (the fused test may pair with its new successor: run again)."""
     order = reachable(graph.root)
     preds = predecessors(order)
     known = facts_in(order, implications)
+    fused: set[int] = set()
     for node in order:
         a = equality(node)
-        if a is None or known[node.nid] is None:
+        if a is None or known[node.nid] is None or node.nid in fused:
             continue
         b = equality(a[4])
         if b is None or b[5] is not a[5] or len(preds[a[4].nid]) != 1:
             continue
-        end = max(a[0] + a[1], b[0] + b[1])
-        if end - 4 > min(a[0], b[0]) or end < 4 or \
-                decide(known[node.nid], Test(LEN, "jge", end)) is not True:
-            continue
-        mask = value = 0
-        for offset, size, m, v, *_ in (a, b):
-            shift = 8 * (end - offset - size)
-            if (value ^ (v << shift)) & mask & (m << shift):
-                break  # the two tests contradict each other: leave them
-            mask, value = mask | (m << shift), value | (v << shift)
-        else:
-            word = load(4, end - 4) + (() if mask == 0xFFFFFFFF else (Step("and", mask),))
-            node.test, node.jt, node.jf = Test(word, "jeq", value), b[4], a[5]
-            return True
-    return False
+        word = _fused(a, b, known[node.nid])
+        if word is not None:
+            fused.update((node.nid, a[4].nid))
+            node.test, node.jt, node.jf = word, b[4], a[5]
+    return bool(fused)
+
+
+def _fused(a: Equality, b: Equality, facts: Facts) -> Test | None:
+    """The one word compare meaning both ``a`` and ``b``, or None."""
+    end = max(a[0] + a[1], b[0] + b[1])
+    if end - 4 > min(a[0], b[0]) or end < 4 or \
+            decide(facts, Test(LEN, "jge", end)) is not True:
+        return None
+    mask = value = 0
+    for offset, size, m, v, *_ in (a, b):
+        shift = 8 * (end - offset - size)
+        if (value ^ (v << shift)) & mask & (m << shift):
+            return None  # the two tests contradict each other: leave them
+        mask, value = mask | (m << shift), value | (v << shift)
+    word = load(4, end - 4) + (() if mask == 0xFFFFFFFF else (Step("and", mask),))
+    return Test(word, "jeq", value)
 
 
 # ------------------------------------------------------------------------------- guards
 
-X_SETUP_ENDS = {XState.IHL: (15, {}), XState.LEN: (0, {}),
-                XState.TCP4: (15, {XState.IHL: 27}), XState.TCP6: (67, {})}
+def x_setup_ends(x: XState, l3: int) -> tuple[int, dict[XState, int]]:
+    """How far setting up X reaches (``cbpf_asm.x_setup``, the IP header at ``l3``):
+    absolute, and relative to the X state it computes with."""
+    return {XState.IHL: (l3 + 1, {}), XState.LEN: (0, {}),
+            XState.TCP4: (l3 + 1, {XState.IHL: l3 + 13}),
+            XState.TCP6: (l3 + 53, {})}[x]
 
 
-def load_ends(test: Test) -> tuple[int, dict[XState, int]]:
+def load_ends(test: Test, l3: int = 14) -> tuple[int, dict[XState, int]]:
     """How far the node's loads reach: absolute, and relative to each X state."""
-    absolute, relative = X_SETUP_ENDS[test.x] if test.x else (0, {})
+    absolute, relative = x_setup_ends(test.x, l3) if test.x else (0, {})
     relative = dict(relative)
     for step in test.value:
         if step.op == "ld":
@@ -352,7 +290,7 @@ def witnesses(graph: Graph, implications: tuple[Implication, ...] = ()):
             absolute[node.nid] = [INF if dropped else implied(m) for m in masks]
             relative[node.nid] = {s: INF for s in XState} if dropped else {}
             continue
-        own_abs, own_rel = load_ends(node.test)
+        own_abs, own_rel = load_ends(node.test, graph.link.l3)
         at, af = absolute[node.jt.nid], absolute[node.jf.nid]
         bt, bf = bit.get((node.test, True), 0), bit.get((node.test, False), 0)
         absolute[node.nid] = [max(own_abs, min(at[m | bt], af[m | bf])) for m in masks]

@@ -49,6 +49,11 @@ def _compile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", "-f", metavar="F", help="output format (per target; see "
                    "`pfc targets`)")
     p.add_argument("--hook", metavar="H", help="attach point (per target; see `pfc targets`)")
+    p.add_argument("--link", choices=tuple(LINK_HOOKS),
+                   help="cbpf: where the program reads packets from, as tcpdump -y: ether "
+                        "(the Ethernet header: packet sockets, tc; the default) or ip (the "
+                        "IP header: iptables -m bpf, like tcpdump -y RAW); the same as "
+                        "--hook socket / --hook xt-bpf")
     p.add_argument("--dev", metavar="DEV",
                    help="network device: nft netdev ingress, iptables `-i DEV` jump")
     p.add_argument("--table", metavar="NAME",
@@ -60,6 +65,21 @@ def _compile_args(p: argparse.ArgumentParser) -> None:
                    help="text: diagnostics and notes as lines on stderr; json: one JSON "
                         "object on stderr instead (docs/json.md); the artifact is "
                         "unchanged")
+
+
+LINK_HOOKS = {"ether": "socket", "ip": "xt-bpf"}  # cbpf's hooks by the link they read
+
+
+def _hook(args: argparse.Namespace) -> str | None:
+    """``--hook``, or the cbpf hook ``--link`` names (a usage error if they disagree)."""
+    if args.link is None:
+        return args.hook
+    if args.target != "cbpf":
+        raise UsageError(f"--link is for target cbpf, not `{args.target}`")
+    hook = LINK_HOOKS[args.link]
+    if args.hook not in (None, hook):
+        raise UsageError(f"--link {args.link} is hook `{hook}`, not `{args.hook}`")
+    return hook
 
 
 def _compile(args: argparse.Namespace) -> int:
@@ -78,12 +98,13 @@ def _compile_into(args: argparse.Namespace, report: _Report) -> int:
     chosen = backend(args.target)
     for warning in option_warnings(chosen, args):
         report.warn(warning)
+    hook = _hook(args)
     compiled = load(args.file)
     report.diagnose(compiled.diagnostics, compiled.sources)
     if not compiled.ok:
         return 1
     try:
-        artifact = api.compile(compiled, args.target, format=args.format, hook=args.hook,
+        artifact = api.compile(compiled, args.target, format=args.format, hook=hook,
                                dev=args.dev, table=args.table or "pfc",
                                notrack=args.notrack)
     except CompileError as exc:
@@ -91,7 +112,7 @@ def _compile_into(args: argparse.Namespace, report: _Report) -> int:
         return 1
     report.diagnose([d for d in artifact.diagnostics if d not in compiled.diagnostics],
                     compiled.sources)
-    if args.hook is None and artifact.hook != chosen.hooks[0]:
+    if hook is None and artifact.hook != chosen.hooks[0]:
         report.note(f"compiled for hook `{artifact.hook}` (`pfc targets` explains the "
                     "hooks; --hook chooses)")
     _write(args, artifact, report)

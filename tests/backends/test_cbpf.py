@@ -162,10 +162,21 @@ def test_count_and_redirect_are_refused_by_name(rule: str, feature: str) -> None
 
 
 def test_a_policy_beyond_4096_instructions_names_its_rule_count() -> None:
+    """fuzz-and-faults.md §6: the refusal says how many rules need how many
+    instructions, and the limit; ``limits`` (the hook ``pfc check --target`` asks)
+    gives the same diagnostic, and nothing for a policy that fits."""
+    policy = compile_text(_many_rules(260)).policy
     with pytest.raises(CompileError) as info:
-        cbpf.compile_policy(compile_text(_many_rules(260)).policy)
-    message = info.value.diagnostics[0].message
-    assert "260 rules need" in message and f"at most {MAX_INSNS}" in message
+        cbpf.compile_policy(policy)
+    [diag] = info.value.diagnostics
+    graph = cbpf.cbpf_cfg.build(policy)
+    cbpf.cbpf_opt.optimise(graph, cbpf.cbpf_cfg.IMPLICATIONS)
+    size = len(cbpf_asm.assemble(graph))
+    assert diag.message == (f"target `cbpf`: the policy's 260 rules need {size:,} "
+                            "instructions; classic BPF allows 4096 (BPF_MAXINSNS)")
+    assert diag.code == "too-large" and "eBPF target (socket, tc, xdp)" in diag.hint
+    assert cbpf.limits(policy) == [diag]
+    assert cbpf.limits(compile_text(_many_rules(100)).policy) == []
 
 
 def _set_policy(tmp_path: Path, entries: int) -> Path:
@@ -188,9 +199,9 @@ def test_a_set_far_beyond_the_limit_fails_before_any_graph_is_built(tmp_path, mo
     assert artifact is None and len(diags) == 1
     d = diags[0]
     assert d.code == "too-large" and d.span == compiled.policy.rules[1].span
-    assert "about 10,000 classic BPF instructions (10,000 addresses and prefixes in " \
-           "`src`), the whole policy about 10,001" in d.message
-    assert f"at most {MAX_INSNS} (BPF_MAXINSNS)" in d.message and "no maps" in d.message
+    assert "this rule needs about 10,000 instructions (10,000 addresses and prefixes in " \
+           "`src`), the whole policy about 10,001; classic BPF allows 4096 " \
+           "(BPF_MAXINSNS), and has no maps" in d.message
     assert all(t in d.hint for t in ("socket", "tc", "xdp", "nft", "iptables"))
 
 
@@ -199,7 +210,8 @@ def test_many_small_rules_far_beyond_the_limit_name_the_rule_that_passes_it() ->
     policy = compile_text(text).require()
     d = cbpf.too_large(policy)
     assert d is not None and d.code == "too-large"
-    assert "the policy's 4,200 rules need about 8,400 classic BPF instructions" in d.message
+    assert "the policy's 4,200 rules need about 8,400 instructions (this one passes " \
+           "4096); classic BPF allows 4096" in d.message
     assert d.span == policy.rules[2048].span  # 2 tests each: rule 2049 passes 4096
 
 
