@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pfc.kernel",),
     ("pfc.backends",),
     ("pfc.build",),
-    ("pfc.verifier", "pfc.bench", "pfc.deploy", "pfc.lsp"),
+    ("pfc.verifier", "pfc.bench", "pfc.deploy", "pfc.lsp", "pfc.prove"),
     ("pfc.api",),
     ("pfc.cli",),
 )
