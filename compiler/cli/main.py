@@ -18,12 +18,12 @@ from pfc.cli.common import Command, UsageError
 from pfc.cli.compile import CHECK, COMPILE, FMT, TARGETS
 from pfc.cli.load import LOAD, STATUS, UNLOAD
 from pfc.cli.lsp import LSP
-from pfc.cli.prove import DIFF
+from pfc.cli.prove import DIFF, PROVE
 from pfc.cli.run import FRAMES, RUN
 from pfc.cli.verify import VERIFY
 
 # Every command, in `pfc --help` order.
-COMMANDS: tuple[Command, ...] = (CHECK, FMT, COMPILE, RUN, FRAMES, VERIFY, DIFF, BENCH,
+COMMANDS: tuple[Command, ...] = (CHECK, FMT, COMPILE, RUN, FRAMES, VERIFY, DIFF, PROVE, BENCH,
                                  LOAD, UNLOAD, STATUS, TARGETS, LSP)
 
 DESCRIPTION = """\

@@ -119,3 +119,85 @@ DIFF = Command("diff", "the frames whose verdict, counters or rewrite change bet
                "splitting a prefix or adding a redundant rule report `same meaning`.\n"
                "Exit 0: same meaning; 1: differences; 2: errors.",
                _diff_args, _diff)
+
+
+# --------------------------------------------------------------------------- prove
+
+def _prove_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", metavar="FILE", help="policy files (.pf)")
+    p.add_argument("--targets", default="all", metavar="LIST",
+                   help="comma-separated targets, TARGET:HOOK for another hook (e.g. "
+                        "nft:input), or `all` (default: every target that can express "
+                        "the policy)")
+    p.add_argument("--target", metavar="T", help="with --artifact: the artifact's target")
+    p.add_argument("--hook", metavar="H", help="with --artifact: the artifact's hook")
+    p.add_argument("--artifact", metavar="PATH",
+                   help="prove this file (e.g. hand-edited) instead of pfc's own output")
+    p.add_argument("--no-run", action="store_true",
+                   help="do not run the artifact on a witness to confirm it")
+    _common(p)
+
+
+def _specs(args: argparse.Namespace) -> tuple[list[str], bool]:
+    from pfc import backends
+    known = [t for t in backends.registry() if t != "ir"]
+    if args.artifact:
+        if not args.target or args.target not in known:
+            raise UsageError("--artifact needs --target T with T one of " + ", ".join(known))
+        if len(args.files) != 1:
+            raise UsageError("--artifact proves one artifact against one policy file")
+        return [f"{args.target}:{args.hook}" if args.hook else args.target], True
+    if args.target or args.hook:
+        raise UsageError("--target and --hook go with --artifact; use --targets otherwise")
+    if args.targets == "all":
+        return known, False
+    chosen = [t.strip() for t in args.targets.split(",") if t.strip()]
+    for t in chosen:
+        if t.split(":")[0] not in known:
+            raise UsageError(f"unknown target `{t}`; known targets: {', '.join(known)}")
+    return chosen, True
+
+
+def _prove(args: argparse.Namespace) -> int:
+    from pfc.prove.diff import DEFAULT_BOUND
+    from pfc.prove.run import prove_file
+
+    specs, explicit = _specs(args)
+    results, code = [], 0
+    for path in args.files:
+        compiled = load(path)
+        if not compiled.ok:
+            print_diagnostics(compiled.diagnostics, compiled.sources)
+            code = 2
+            continue
+        try:
+            got = prove_file(compiled, specs, explicit=explicit, artifact=args.artifact,
+                             bound=args.max_len or DEFAULT_BOUND, confirm=not args.no_run)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+        results += [(path, r) for r in got]
+    _write(args.write, [r.proof.wire for _, r in results if r.proof and r.proof.wire])
+    if any(r.error for _, r in results):
+        code = 2
+    if any(r.proof and not r.proof.equal for _, r in results):
+        code = max(code, 1)
+    if args.format == "json":
+        print(json.dumps({"ok": code == 0, "results": [
+            {"file": p} | r.to_json() for p, r in results]}, indent=2))
+    else:
+        for path, r in results:
+            print(f"{path}: {r.line()}")
+    return code
+
+
+PROVE = Command("prove", "prove a compiled artifact equal to its policy, for every frame",
+                "Compile the policy for each target (or take the artifact given with\n"
+                "--target T --artifact PATH) and prove, with a solver over every frame up\n"
+                "to the length bound that the target's hook sees, that the artifact's\n"
+                "verdicts, rewritten bytes and counters are the policy's. Classic BPF and\n"
+                "eBPF are executed symbolically from their instructions (eBPF from the ELF\n"
+                "object and its maps file), nft from what the kernel holds after a load\n"
+                "into a throw-away namespace, iptables from the restore file. On a\n"
+                "difference: a witness frame, run through the artifact in the kernel to\n"
+                "confirm it. Exit 0: proved; 1: a difference; 2: errors.",
+                _prove_args, _prove)

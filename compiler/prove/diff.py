@@ -32,7 +32,8 @@ from pfc.backends.describe import describe, match_text
 from pfc.frontend import ir
 from pfc.oracle import interp
 from pfc.prove import boxes, formula
-from pfc.prove.frame import DEFAULT_BOUND, Frame, Reading, frame_bytes
+from pfc.prove.frame import DEFAULT_BOUND, Frame, Reading, frame_bytes, frames_differ
+from pfc.prove.frame import solver as solver_
 
 SHORT = 128  # witnesses are looked for among frames this short first
 DEFAULT_LIMIT = 8
@@ -122,10 +123,10 @@ def relevant(old: ir.Policy, new: ir.Policy,
 
 # ------------------------------------------------------------------------- solving
 
-def differ(a: formula.Meaning, b: formula.Meaning,
+def differ(a: formula.Meaning, b: formula.Meaning, frame: Frame,
            counters: tuple[tuple[int | None, int | None], ...]) -> z3.BoolRef:
     """Some frame's verdict, rewritten bytes or counters differ."""
-    terms = [a.passes != b.passes, z3.And(a.passes, b.passes, a.out != b.out)]
+    terms = [a.passes != b.passes, z3.And(a.passes, b.passes, frames_differ(a.out, b.out, frame))]
     for i, j in counters:
         left = a.counted.get(i, formula.FALSE) if i is not None else formula.FALSE
         right = b.counted.get(j, formula.FALSE) if j is not None else formula.FALSE
@@ -151,8 +152,8 @@ def diff(old: ir.Policy, new: ir.Policy, *, bound: int = DEFAULT_BOUND,
     reading = Reading(frame)
     a = formula.meaning(old, reading, rules_a)
     b = formula.meaning(new, reading, rules_b)
-    solver = z3.Solver()
-    solver.add(frame.valid(), differ(a, b, alignment.counters))
+    solver = solver_()
+    solver.add(frame.valid(), differ(a, b, frame, alignment.counters))
     while len(result.regions) < limit:
         witness = _witness(solver, frame)
         if witness is None:
@@ -166,7 +167,7 @@ def diff(old: ir.Policy, new: ir.Policy, *, bound: int = DEFAULT_BOUND,
     return result
 
 
-def _witness(solver: z3.Solver, frame: Frame) -> bytes | None:
+def _witness(solver, frame: Frame) -> bytes | None:
     """A short frame of the current constraints if there is one, else any."""
     solver.push()
     solver.add(z3.ULE(frame.length, SHORT))
