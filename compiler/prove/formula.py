@@ -55,6 +55,8 @@ def meaning(policy: ir.Policy, reading: Reading,
         decided = z3.If(held, bv(rule.index), decided)
         if isinstance(rule.action, ir.Redirect):
             out = z3.If(held, rewrite.redirect(reading, rule.action, rule.proto), out)
+        elif not out.eq(reading.frame.data):
+            out = z3.If(held, reading.frame.data, out)
     counted, reached = {}, TRUE
     for rule, held in zip(chosen, holds, strict=True):
         if rule.terminal:
@@ -201,15 +203,34 @@ def addr_holds(match: ir.AddrMatch, reading: Reading) -> z3.BoolRef:
 
 
 def prefixes_hold(addr: z3.BitVecRef, prefixes: list[ir.IPNetwork]) -> z3.BoolRef:
-    """``addr`` lies in one of ``prefixes`` (all of its family)."""
+    """``addr`` lies in one of ``prefixes`` (all of its family). Few prefixes: one
+    equality of the top bits each; many: the merged address intervals, each as
+    ``start <= addr < end`` (as interval sets hold them: the artifacts' own form)."""
+    if any(net.prefixlen == 0 for net in prefixes):
+        return TRUE
     bits = addr.size()
+    if len(prefixes) <= FEW_PREFIXES:
+        return z3.Or(*[z3.Extract(bits - 1, bits - n.prefixlen, addr)
+                       == int(n.network_address) >> (bits - n.prefixlen) for n in prefixes])
     terms = []
-    for net in prefixes:
-        if net.prefixlen == 0:
-            return TRUE
-        top = z3.Extract(bits - 1, bits - net.prefixlen, addr)
-        terms.append(top == int(net.network_address) >> (bits - net.prefixlen))
-    return z3.Or(*terms) if terms else FALSE
+    for lo, hi in intervals(prefixes):
+        inside = z3.UGE(addr, lo) if lo else TRUE
+        terms.append(inside if hi == 2 ** bits - 1 else z3.And(inside, z3.ULT(addr, hi + 1)))
+    return z3.Or(*terms)
+
+
+FEW_PREFIXES = 8
+
+
+def intervals(prefixes: list[ir.IPNetwork]) -> list[tuple[int, int]]:
+    """The prefixes as merged inclusive address intervals, in order."""
+    out: list[list[int]] = []
+    for lo, hi in sorted((int(n.network_address), int(n.broadcast_address)) for n in prefixes):
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [(lo, hi) for lo, hi in out]
 
 
 # --------------------------------------------------------------------- concrete frames

@@ -31,12 +31,26 @@ def words(value: z3.BitVecRef) -> z3.BitVecRef:
     return total
 
 
+def fold(x: z3.BitVecRef) -> z3.BitVecRef:
+    """The 32-bit ``x`` folded to 16 bits with end-around carries (32 bits wide): a
+    value in 1..0xffff congruent to ``x`` mod 0xffff, 0 only for 0. Adders only: a
+    solver handles it far better than a division."""
+    x = (x & MASK16) + z3.LShR(x, 16)
+    return (x & MASK16) + z3.LShR(x, 16)
+
+
+def mod_ffff(x: z3.BitVecRef) -> z3.BitVecRef:
+    """``x mod 0xffff`` (32 bits)."""
+    y = fold(x)
+    return z3.If(y == MASK16, bv(0), y)
+
+
 def csum_update(old_csum: z3.BitVecRef, old: z3.BitVecRef, new: z3.BitVecRef) -> z3.BitVecRef:
     """``interp.csum_update`` on 16-bit ``old_csum``: (HC + sum(old) - sum(new)) mod
     0xffff, as 16 bits. ``old`` and ``new`` hold at most 9 words."""
     spare = 16 * MASK16  # a multiple of 0xffff above any sum(new)
     total = u32(old_csum) + words(old) + spare - words(new)
-    return z3.Extract(15, 0, z3.URem(total, MASK16))
+    return z3.Extract(15, 0, mod_ffff(total))
 
 
 def _store(data: z3.ArrayRef, at: z3.BitVecRef, value: z3.BitVecRef) -> z3.ArrayRef:
@@ -57,7 +71,9 @@ def _put_csum(data: z3.ArrayRef, reading: Reading, at: z3.BitVecRef, old: z3.Bit
 
 def redirect(reading: Reading, action: ir.Redirect, proto: int | None) -> z3.ArrayRef:
     """The frame after ``action``, assuming the rule held (so the destination address
-    of the target's family is present)."""
+    of the target's family is present). The L4 checksum is updated for the address,
+    then for the port: the same value as one update for both (ones' complement sums
+    mod 0xffff), in the order every target's code takes."""
     f, l3, l4 = reading.frame, reading.l3, reading.l4
     version = action.address.version
     size = 4 if version == 4 else 16
@@ -67,20 +83,20 @@ def redirect(reading: Reading, action: ir.Redirect, proto: int | None) -> z3.Arr
     data = _store(f.data, at, new_addr)
     if version == 4:
         data = _put_csum(data, reading, l3 + 10, old_addr, new_addr, 0)
-    old, new = old_addr, new_addr
+    tcp = reading.l4proto == 6
+    csum_at = z3.If(tcp, l4 + 16, l4 + 6)
+    has_csum = z3.And(reading.l4_ok, z3.Or(tcp, reading.l4proto == 17), f.has(csum_at, 2))
+    update = z3.And(has_csum, z3.Not(z3.And(z3.Not(tcp), f.u16(csum_at) == 0)))
+    zero = z3.If(tcp, bv(0, 16), bv(MASK16, 16))
+    csum = csum_update(f.u16(csum_at), old_addr, new_addr)
+    csum = z3.If(csum == 0, zero, csum)
     if proto in (6, 17) and action.port is not None:
         writable = z3.And(reading.transport(proto), f.has(l4 + 2, 2))
         port = bv(action.port, 16)
         data = z3.If(writable, _store(data, l4 + 2, port), data)
-        old = z3.If(writable, z3.Concat(old_addr, f.u16(l4 + 2)), z3.Concat(old_addr, bv(0, 16)))
-        new = z3.If(writable, z3.Concat(new_addr, port), z3.Concat(new_addr, bv(0, 16)))
-    tcp = reading.l4proto == 6
-    csum_at = z3.If(tcp, l4 + 16, l4 + 6)
-    has_csum = z3.And(reading.l4_ok, z3.Or(tcp, reading.l4proto == 17), f.has(csum_at, 2))
-    skip = z3.And(z3.Not(tcp), f.u16(csum_at) == 0)
-    zero = z3.If(tcp, bv(0, 16), bv(MASK16, 16))
-    updated = _put_csum(data, reading, csum_at, old, new, zero)
-    return z3.If(z3.And(has_csum, z3.Not(skip)), updated, data)
+        moved = csum_update(csum, f.u16(l4 + 2), port)
+        csum = z3.If(writable, z3.If(moved == 0, zero, moved), csum)
+    return z3.If(update, _store(data, csum_at, csum), data)
 
 
 # ------------------------------------------------------------- kernel ones' complement

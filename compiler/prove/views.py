@@ -26,6 +26,7 @@ from __future__ import annotations
 import z3
 
 from pfc.prove.frame import Frame, bv, u32
+from pfc.prove.rewrite import fold
 
 KINDS = {("xdp", "xdp"): "wire", ("tc", "tc"): "l2", ("socket", "socket"): "l2",
          ("cbpf", "socket"): "l2", ("nft", "ingress"): "l2", ("nft", "prerouting"): "ip",
@@ -68,8 +69,8 @@ def _ipv4(f: Frame) -> z3.BoolRef:
         words = words + z3.If(z3.ULT(bv(2 * i), ihl), word, bv(0))
     total = u32(f.u16(16))
     return z3.And(f.u16(12) == 0x0800, f.has(14, 20), z3.LShR(first, 4) == 4,
-                  z3.UGE(ihl, 20), f.has(14 + ihl, 0), z3.URem(words, 0xFFFF) == 0,
-                  words != 0, total == f.length - 14, z3.UGE(total, ihl))
+                  z3.UGE(ihl, 20), f.has(14 + ihl, 0), fold(words) == 0xFFFF,
+                  total == f.length - 14, z3.UGE(total, ihl))
 
 
 ONE = 1
