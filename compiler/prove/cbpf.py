@@ -62,8 +62,10 @@ def _merge(states: list[State]) -> State:
                  tuple(pick([s.mem[i] for s in states]) for i in range(16)))
 
 
-def passes(insns: list[Insn], frame: Frame) -> z3.BoolRef:
-    """The frame is kept (the program returns non-zero)."""
+def passes(insns: list[Insn], frame: Frame, network: int = NETWORK_HEADER) -> z3.BoolRef:
+    """The frame is kept (the program returns non-zero). ``network``: where the
+    network header lies (``SKF_NET_OFF`` loads): 14 on a packet socket, 0 for
+    ``-m bpf`` at an IP hook."""
     n = len(insns)
     incoming: list[list[State]] = [[] for _ in range(n)]
     zero = bv(0)
@@ -73,18 +75,19 @@ def passes(insns: list[Insn], frame: Frame) -> z3.BoolRef:
         if not incoming[pc]:
             continue
         state = _merge(incoming[pc])
-        for target, nxt in _step(pc, insn, state, frame, kept):
+        for target, nxt in _step(pc, insn, state, frame, kept, network):
             if not pc < target < n:
                 raise Unsupported(f"instruction {pc} jumps to {target}, outside the program")
             incoming[target].append(nxt)
     return z3.Or(*kept) if kept else z3.BoolVal(False)
 
 
-def _load(frame: Frame, at: z3.BitVecRef, size: int) -> tuple[z3.BoolRef, z3.BitVecRef]:
+def _load(frame: Frame, at: z3.BitVecRef, size: int,
+          network: int) -> tuple[z3.BoolRef, z3.BitVecRef]:
     """(the bytes are there, the value): offsets as the kernel's negative helper."""
     signed = z3.BitVecVal
     direct = z3.And(at >= signed(0, 32), frame.has(at, size))
-    net = at - SKF_NET_OFF + NETWORK_HEADER
+    net = at - SKF_NET_OFF + network
     ll = at - SKF_LL_OFF
     in_net = z3.And(at >= SKF_NET_OFF, at < 0, frame.has(net, size))
     in_ll = z3.And(at >= SKF_LL_OFF, at < SKF_NET_OFF, frame.has(ll, size))
@@ -118,11 +121,12 @@ def _alu(op: int, a: z3.BitVecRef, src: z3.BitVecRef) -> z3.BitVecRef:
     raise Unsupported(f"ALU operation {op:#x}")
 
 
-def _step(pc: int, insn: Insn, s: State, frame: Frame, kept: list) -> list[tuple[int, State]]:
+def _step(pc: int, insn: Insn, s: State, frame: Frame, kept: list,
+          network: int) -> list[tuple[int, State]]:
     code, jt, jf, k = insn
     cls, nxt = code & 0x07, pc + 1
     if cls in (0x00, 0x01):
-        return [(nxt, _load_insn(code, k, s, frame))]
+        return [(nxt, _load_insn(code, k, s, frame, network))]
     if cls in (0x02, 0x03):
         mem = list(s.mem)
         mem[k & 15] = s.a if cls == 0x02 else s.x
@@ -158,7 +162,7 @@ def _step(pc: int, insn: Insn, s: State, frame: Frame, kept: list) -> list[tuple
 SIZES = {0x00: 4, 0x08: 2, 0x10: 1}
 
 
-def _load_insn(code: int, k: int, s: State, frame: Frame) -> State:
+def _load_insn(code: int, k: int, s: State, frame: Frame, network: int) -> State:
     mode, into_x = code & 0xE0, code & 0x07 == 0x01
     if mode == 0x00:
         value = bv(k)
@@ -171,7 +175,7 @@ def _load_insn(code: int, k: int, s: State, frame: Frame) -> State:
             raise Unsupported(f"ancillary load [{k - 2 ** 32}] (SKF_AD_OFF) is not modelled")
         size = 1 if mode == 0xA0 else SIZES.get(code & 0x18, 4)
         at = s.x + k if mode == 0x40 else bv(k)
-        ok, value = _load(frame, at, size)
+        ok, value = _load(frame, at, size, network)
         if mode == 0xA0:
             value = (value & 0x0F) * 4
         s = State(z3.And(s.cond, ok), s.a, s.x, s.mem)
