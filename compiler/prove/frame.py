@@ -188,6 +188,7 @@ class Behaviour:
     passes: z3.BoolRef
     out: z3.ArrayRef | None = None
     counted: dict[int, z3.BoolRef] | None = None
+    valid: z3.BoolRef | None = None  # the artifact gives a verdict at all (eBPF returns)
 
 
 def concrete(frame: Frame, data: bytes) -> list[tuple[z3.ExprRef, z3.ExprRef]]:

@@ -82,6 +82,8 @@ def differ(pol: formula.Meaning, art: Behaviour, frame: Frame) -> z3.BoolRef:
     out = frame.data if art.out is None else art.out
     terms = [pol.passes != art.passes,
              z3.And(pol.passes, art.passes, frames_differ(pol.out, out, frame))]
+    if art.valid is not None:
+        terms.append(z3.Not(art.valid))
     if art.counted is not None:
         for index, held in pol.counted.items():
             terms.append(held != art.counted.get(index, formula.FALSE))
