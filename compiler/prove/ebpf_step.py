@@ -29,6 +29,8 @@ def step(vm: Machine, pc: int, insn, s: State) -> list[tuple[int, State]]:
         size = SIZES[op & 0x18]
         if base[0] == "ctx":
             return [(pc + 1, s.with_reg(dst, _ctx(vm, base[1] + off)))]
+        if base[0] == "bad":
+            raise Unsupported(f"a load through an unusable value at instruction {pc}")
         got = vm.load(s, base, off, size)
         return [(pc + 1, s.with_reg(dst, got if isinstance(got, tuple) else scalar(got)))]
     if cls in (0x02, 0x03) and op & 0xE0 in (0x60, 0xC0):
@@ -122,6 +124,8 @@ def _pointer_arith(mine, other, code: int, length):
     place = {"pkt": lambda v: v[1], "end": lambda v: length}
     if kind in place and other[0] in place and code == 0x10:
         return scalar(place[kind](mine) - place[other[0]](other))
+    if kind == "s" and code == 0x00 and other[0] in ("pkt", "fp", "fpx", "val", "ro"):
+        mine, other, kind = other, mine, other[0]
     if other[0] != "s":
         return BAD if kind != "s" else None
     delta = other[1] if code == 0x00 else -other[1]
@@ -130,6 +134,8 @@ def _pointer_arith(mine, other, code: int, length):
     if kind in ("fp", "val", "ro"):
         k = z3.simplify(delta)
         if not z3.is_bv_value(k):
+            if kind == "fp":  # an index into a stack buffer (the socket filter's window)
+                return ("fpx", s64(mine[1]) + delta)
             return BAD
         step = k.as_signed_long()
         if kind == "fp":
@@ -137,6 +143,8 @@ def _pointer_arith(mine, other, code: int, length):
         if kind == "ro":
             return ("ro", mine[1], mine[2] + step)
         return ("val", mine[1], mine[2], mine[3] + step, mine[4])
+    if kind == "fpx":
+        return ("fpx", mine[1] + delta)
     if kind == "s":
         return None
     return BAD

@@ -109,8 +109,11 @@ def merge(states: list[State]) -> State:
     for slot in set().union(*[s.stack for s in states]):
         stack[slot] = _pick(conds, [s.stack.get(slot, z3.BitVecVal(0, 8)) for s in states])
     data = _pick(conds, [s.data for s in states])
-    spills = {slot: _merge_values(conds, [s.spills[slot] for s in states])
-              for slot in set.intersection(*[set(s.spills) for s in states])}
+    spills = {}
+    for slot in set().union(*[s.spills for s in states]):
+        having = [s for s in states if slot in s.spills]
+        spills[slot] = _merge_values([s.cond for s in having],
+                                     [s.spills[slot] for s in having])
     return State(z3.Or(*conds), regs, stack, data, spills)
 
 
@@ -158,6 +161,14 @@ class Machine:
             if size == 8 and at in s.spills:
                 return s.spills[at]
             parts = [s.stack.get(at + i, z3.BitVecVal(0, 8)) for i in range(size)]
+            return _le(z3.Concat(*parts[::-1]) if size > 1 else parts[0], size)
+        if kind == "fpx":  # a stack byte at a computed offset
+            parts = []
+            for i in range(size):
+                at, byte = base[1] + off + i, z3.BitVecVal(0, 8)
+                for slot, value in s.stack.items():
+                    byte = z3.If(at == slot, value, byte)
+                parts.append(byte)
             return _le(z3.Concat(*parts[::-1]) if size > 1 else parts[0], size)
         if kind == "val":
             return _le(self.value_bytes(base, off, size), size)
@@ -210,7 +221,7 @@ class Machine:
         info = self.maps.get(name)
         if info is None or info.kind != "percpu_array" or base[3] + off != 0:
             return
-        index = z3.Extract(31, 0, key)
+        index = z3.Concat(*[z3.Extract(8 * i + 7, 8 * i, key) for i in range(4)])  # LE u32
         for rule in self.count_rules:
             self.result.counted.setdefault(rule, []).append(
                 z3.And(s.cond, base[4], index == rule))
