@@ -62,7 +62,17 @@ def _merge(states: list[State]) -> State:
                  tuple(pick([s.mem[i] for s in states]) for i in range(16)))
 
 
-def passes(insns: list[Insn], frame: Frame, network: int = NETWORK_HEADER) -> z3.BoolRef:
+def behaviour(insns: list[Insn], frame: Frame) -> tuple[z3.BoolRef, z3.BoolRef]:
+    """(the frame is kept, it is kept whole): a return value below the frame's length
+    keeps only that many bytes (a snap length), which no policy asks for."""
+    kept: list = []
+    passes(insns, frame, returns=kept)
+    whole = z3.And(*[z3.Implies(c, z3.Or(v == 0, z3.UGE(v, frame.length))) for c, v in kept])
+    return z3.Or(*[z3.And(c, v != 0) for c, v in kept]) if kept else z3.BoolVal(False), whole
+
+
+def passes(insns: list[Insn], frame: Frame, network: int = NETWORK_HEADER,
+           returns: list | None = None) -> z3.BoolRef:
     """The frame is kept (the program returns non-zero). ``network``: where the
     network header lies (``SKF_NET_OFF`` loads): 14 on a packet socket, 0 for
     ``-m bpf`` at an IP hook."""
@@ -79,7 +89,9 @@ def passes(insns: list[Insn], frame: Frame, network: int = NETWORK_HEADER) -> z3
             if not pc < target < n:
                 raise Unsupported(f"instruction {pc} jumps to {target}, outside the program")
             incoming[target].append(nxt)
-    return z3.Or(*kept) if kept else z3.BoolVal(False)
+    if returns is not None:
+        returns += kept
+    return z3.Or(*[z3.And(c, v != 0) for c, v in kept]) if kept else z3.BoolVal(False)
 
 
 def _load(frame: Frame, at: z3.BitVecRef, size: int,
@@ -150,7 +162,7 @@ def _step(pc: int, insn: Insn, s: State, frame: Frame, kept: list,
                 (nxt + jf, State(z3.And(s.cond, z3.Not(test)), s.a, s.x, s.mem))]
     if cls == 0x06:
         value = {0x00: bv(k), 0x08: s.x, 0x10: s.a}.get(code & 0x18, bv(k))
-        kept.append(z3.And(s.cond, value != 0))
+        kept.append((s.cond, value))
         return []
     if code == 0x07:
         return [(nxt, State(s.cond, s.a, s.a, s.mem))]

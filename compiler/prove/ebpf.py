@@ -40,11 +40,7 @@ class Program:
     rodata: dict[str, bytes] = field(default_factory=dict)
 
 
-def parse_object(data: bytes, program: str) -> Program:
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.relocation import RelocationSection
-
-    elf = ELFFile(io.BytesIO(data))
+def _program_symbol(elf, program: str):
     symtab = elf.get_section_by_name(".symtab")
     if symtab is None:
         raise Unsupported("the object has no symbol table")
@@ -52,7 +48,26 @@ def parse_object(data: bytes, program: str) -> Program:
              and s["st_info"]["type"] == "STT_FUNC"]
     if not found:
         raise Unsupported(f"the object has no program `{program}`")
-    sym = found[0]
+    return found[0]
+
+
+def program_span(data: bytes, program: str) -> tuple[int, int]:
+    """(file offset of the program's first instruction, its instruction count)."""
+    from elftools.elf.elffile import ELFFile
+
+    elf = ELFFile(io.BytesIO(data))
+    sym = _program_symbol(elf, program)
+    section = elf.get_section(sym["st_shndx"])
+    size = sym["st_size"] or section.data_size - sym["st_value"]
+    return section["sh_offset"] + sym["st_value"], size // 8
+
+
+def parse_object(data: bytes, program: str) -> Program:
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.relocation import RelocationSection
+
+    elf = ELFFile(io.BytesIO(data))
+    sym = _program_symbol(elf, program)
     section = elf.get_section(sym["st_shndx"])
     start, size = sym["st_value"], sym["st_size"] or section.data_size - sym["st_value"]
     code = section.data()[start:start + size]

@@ -36,7 +36,7 @@ def call(vm: Machine, pc: int, s: State, helper: int) -> State:
     regs[0] = r0
     for i in range(1, 6):
         regs[i] = BAD
-    return State(s.cond, tuple(regs), s.stack, s.data)
+    return State(s.cond, tuple(regs), s.stack, s.data, s.spills)
 
 
 def _const(value, what: str) -> int:
@@ -116,7 +116,9 @@ def _load_bytes(vm: Machine, s: State):
         slot = to[1] + i
         stack[slot] = byte if z3.is_bv_value(known) else z3.If(
             z3.ULT(i, n), byte, s.stack.get(slot, z3.BitVecVal(0, 8)))
-    return State(s.cond, s.regs, stack, s.data), scalar(z3.If(ok, s64(0), s64(EFAULT)))
+    spills = {k: v for k, v in s.spills.items() if not to[1] - 8 < k < to[1] + room}
+    return State(s.cond, s.regs, stack, s.data, spills), scalar(
+        z3.If(ok, s64(0), s64(EFAULT)))
 
 
 def _store_bytes(vm: Machine, s: State):
@@ -127,7 +129,7 @@ def _store_bytes(vm: Machine, s: State):
     data = s.data
     for i in range(n):
         data = z3.Store(data, start + i, z3.Extract(8 * (n - i) - 1, 8 * (n - i - 1), value))
-    return State(s.cond, s.regs, s.stack, z3.If(ok, data, s.data)), scalar(
+    return State(s.cond, s.regs, s.stack, z3.If(ok, data, s.data), s.spills), scalar(
         z3.If(ok, s64(0), s64(EFAULT)))
 
 
@@ -166,7 +168,8 @@ def _csum_replace(vm: Machine, s: State, l4: bool):
         new = z3.If(new == 0, z3.BitVecVal(0xFFFF, 16), new)
     write = z3.And(ok, z3.Not(skip))
     data = z3.If(write, _put16(s.data, off, new), s.data)
-    return State(s.cond, s.regs, s.stack, data), scalar(z3.If(ok, s64(0), s64(EFAULT)))
+    return State(s.cond, s.regs, s.stack, data, s.spills), scalar(
+        z3.If(ok, s64(0), s64(EFAULT)))
 
 
 def _add16(a: z3.BitVecRef, b: z3.BitVecRef) -> z3.BitVecRef:

@@ -58,13 +58,22 @@ def kernel_listing(artifact: Artifact) -> str:
     from pfc.backends.nft import run as nftrun
 
     family, table = artifact.meta["family"], artifact.meta["table"]
+    current = getattr(nftrun, "_current", None)  # the runner's lab, when one is open
+    if current is not None:
+        return _listed(current, artifact, family, table)
     with nftrun.session() as s:
-        s.load(artifact)
-        s.ctx.set_debug("netlink")
-        try:
-            return nftrun.nft_cmd(s.ctx, f"list table {family} {table}")
-        finally:
-            s.ctx.set_debug(0)
+        return _listed(s, artifact, family, table)
+
+
+def _listed(session, artifact: Artifact, family: str, table: str) -> str:
+    from pfc.backends.nft import run as nftrun
+
+    session.load(artifact)
+    session.ctx.set_debug("netlink")
+    try:
+        return nftrun.nft_cmd(session.ctx, f"list table {family} {table}")
+    finally:
+        session.ctx.set_debug(0)
 
 
 def behaviour(artifact: Artifact, frame: Frame) -> Behaviour:

@@ -65,7 +65,8 @@ def behaviour(artifact: Artifact, frame: Frame) -> Behaviour:
     target = artifact.target
     if target == "cbpf":
         from pfc.prove import cbpf
-        return Behaviour(cbpf.passes(list(artifact.meta["insns"]), frame))
+        kept, whole = cbpf.behaviour(list(artifact.meta["insns"]), frame)
+        return Behaviour(kept, valid=whole)
     if target in ("socket", "tc", "xdp"):
         from pfc.prove import ebpf
         return ebpf.behaviour(artifact, frame)
@@ -159,6 +160,8 @@ def run_witness(artifact: Artifact, policy: ir.Policy, wire: bytes) -> tuple[boo
         report = compare(judged, backend, [wire])
     except KernelUnavailable as exc:
         return None, f"not run: {exc}"
+    except (RuntimeError, AssertionError, OSError) as exc:
+        return True, f"the artifact misbehaves on the witness: {exc}"
     if report.seen == 0:
         return None, "the hook's runner does not show it this frame"
     if not report.ok:
