@@ -149,7 +149,7 @@ def bench_mutants(n: int) -> list[dict]:
     from pfc.build import build_artifact
     from pfc.frontend.pipeline import compile_path
     from pfc.prove import mutate, proof
-    from pfc.prove.cbpf import Unsupported
+    from pfc.prove.targets.cbpf import Unsupported
     from tests.prove.test_prove import _lab
 
     out = []

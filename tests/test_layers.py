@@ -31,7 +31,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 # Imports across groups of one layer that the plan allows: bench attaches the policy it
 # measures through the deploy layer (the same code path as `pfc load`).
-ALLOWED_SIDEWAYS = {("pfc.bench", "pfc.deploy")}
+ALLOWED_SIDEWAYS = {("pfc.bench", "pfc.deploy"), ("pfc.prove", "pfc.verifier"),
+                    ("pfc.lsp", "pfc.prove")}
 MAX_MODULES_PER_FOLDER = 15
 MAX_LINES = 450
 

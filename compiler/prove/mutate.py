@@ -130,7 +130,7 @@ def _is_rule(target: str, line: str) -> bool:
 
 def _ebpf(artifact: Artifact) -> Iterator:
     """ELF objects: instruction fields patched in the program section."""
-    from pfc.prove.ebpf import program_span
+    from pfc.prove.targets.ebpf import program_span
 
     name = next(n for n in artifact.files if n.endswith(".o"))
     data = artifact.files[name]

@@ -1,11 +1,10 @@
 """``pfc prove``: an artifact equal to its policy on every frame its hook can see, up
 to a frame length bound.
 
-The artifact's behaviour (its target's symbolic executor: :mod:`pfc.prove.cbpf`,
-:mod:`pfc.prove.ebpf`, :mod:`pfc.prove.nft`, :mod:`pfc.prove.iptables`) and the
-policy's meaning (:mod:`pfc.prove.formula`) over one symbolic frame, the frame as the
-hook sees it (:mod:`pfc.prove.views`). The solver looks for a frame where the
-verdicts differ, or both pass with other bytes, or (where the target's counters are
+The artifact's behaviour (its target's symbolic executor in :mod:`pfc.prove.targets`:
+``cbpf``, ``ebpf``, ``nft``, ``iptables``) and the policy's meaning
+(:mod:`pfc.prove.formula`) over one symbolic frame, the frame as the hook sees it
+(:mod:`pfc.prove.views`). The solver looks for a frame where the verdicts differ, or both pass with other bytes, or (where the target's counters are
 modelled) a count rule's counter moves on one side only. None: proved. One: the
 witness, which is then run through the artifact itself (in the kernel, through the
 backend's runner and :func:`pfc.verifier.equiv.compare`) to confirm the difference
@@ -64,17 +63,17 @@ def behaviour(artifact: Artifact, frame: Frame) -> Behaviour:
     """The artifact's behaviour on the symbolic frame (its target's executor)."""
     target = artifact.target
     if target == "cbpf":
-        from pfc.prove import cbpf
+        from pfc.prove.targets import cbpf
         kept, whole = cbpf.behaviour(list(artifact.meta["insns"]), frame)
         return Behaviour(kept, valid=whole)
     if target in ("socket", "tc", "xdp"):
-        from pfc.prove import ebpf
+        from pfc.prove.targets import ebpf
         return ebpf.behaviour(artifact, frame)
     if target == "nft":
-        from pfc.prove import nft
+        from pfc.prove.targets import nft
         return nft.behaviour(artifact, frame)
     if target == "iptables":
-        from pfc.prove import iptables
+        from pfc.prove.targets import iptables
         return iptables.behaviour(artifact, frame)
     raise ValueError(f"pfc prove has no model of target `{target}`")
 
@@ -187,7 +186,7 @@ def adopt(artifact: Artifact, path: str) -> Artifact:
     data = Path(path).read_bytes()
     target = artifact.target
     if target == "cbpf":
-        from pfc.prove import cbpf
+        from pfc.prove.targets import cbpf
         fmt = Path(path).suffix.lstrip(".")
         if fmt not in ("asm", "c", "ddd", "bin"):
             raise ValueError(f"{path}: a cbpf program file ends in .asm, .c, .ddd or .bin")
@@ -195,12 +194,12 @@ def adopt(artifact: Artifact, path: str) -> Artifact:
         return replace(artifact, format=fmt, files={Path(path).name: data},
                        meta=artifact.meta | {"insns": insns, "length": len(insns)})
     if target in ("socket", "tc", "xdp"):
-        from pfc.prove import ebpf
+        from pfc.prove.targets import ebpf
         return ebpf.adopt(artifact, Path(path), data)
     if target == "nft":
-        from pfc.prove import nft
+        from pfc.prove.targets import nft
         return nft.adopt(artifact, Path(path), data)
     if target == "iptables":
-        from pfc.prove import iptables
+        from pfc.prove.targets import iptables
         return iptables.adopt(artifact, Path(path), data)
     raise ValueError(f"pfc prove has no model of target `{target}`")

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pfc.build import build_artifact
 from pfc.frontend.diagnostics import CompileError
 from pfc.frontend.pipeline import Compiled
-from pfc.prove.cbpf import Unsupported
 from pfc.prove.proof import Proof, adopt, prove
+from pfc.prove.targets.cbpf import Unsupported
 
 OPTIONS = {"dev": "dut"}  # as pfc.verifier.run.RUN_OPTIONS
 

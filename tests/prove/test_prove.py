@@ -16,7 +16,7 @@ from pfc.build import build_artifact
 from pfc.cli.main import main
 from pfc.frontend.pipeline import compile_path, compile_text
 from pfc.prove import mutate, proof
-from pfc.prove.cbpf import Unsupported
+from pfc.prove.targets.cbpf import Unsupported
 from tests.paths import EXAMPLES, ROOT
 
 pytestmark = pytest.mark.kernel

@@ -221,6 +221,6 @@ def parse(data: bytes, fmt: str) -> list[Insn]:
             raise ValueError(f"ddd program says {count} instructions, holds {len(insns)}")
         return insns
     if fmt == "asm":
-        from pfc.prove.cbpf_asm import parse_asm
+        from pfc.prove.targets.cbpf_asm import parse_asm
         return parse_asm(text)
     raise ValueError(f"no cbpf format `{fmt}`")

@@ -13,7 +13,7 @@ packet from its network header (``skb->len`` its length, the frame behind IP inp
 - ``-m set``: ``hash:net``/``hash:ip`` membership, the sets built by replaying the
   artifact's ``ipset restore`` script (create, add, flush, swap, rename, destroy);
 - ``-m bpf --bytecode``: the classic BPF program run on the packet from its network
-  header (:mod:`pfc.prove.cbpf`); ``-m length`` (IPv4 total length, IPv6 40 + payload
+  header (:mod:`pfc.prove.targets.cbpf`); ``-m length`` (IPv4 total length, IPv6 40 + payload
   length); ``-m comment`` is ignored.
 
 Targets: ``DROP``, ``ACCEPT``, ``RETURN`` (back to the base chain, whose policy
@@ -32,11 +32,11 @@ from pathlib import Path
 import z3
 
 from pfc.backends.base import Artifact
-from pfc.prove import cbpf
-from pfc.prove.cbpf import Unsupported
 from pfc.prove.formula import prefixes_hold
 from pfc.prove.frame import Behaviour, Frame, bv, u32
-from pfc.prove.nft_vm import EXT_HEADERS
+from pfc.prove.targets import cbpf
+from pfc.prove.targets.cbpf import Unsupported
+from pfc.prove.targets.nft_vm import EXT_HEADERS
 
 ETH = 14
 PROTOCOLS = {"tcp": 6, "udp": 17, "icmp": 1, "icmpv6": 58, "ipv6-icmp": 58, "all": 0,

@@ -1,7 +1,7 @@
 """eBPF helper calls on a symbolic state, as ``net/core/filter.c`` and the map code
 compute them (Linux 6.x; packets never ``CHECKSUM_PARTIAL``, always linear).
 
-Map lookups (1) find values in the contents :mod:`pfc.prove.ebpf` gives each map:
+Map lookups (1) find values in the contents :mod:`pfc.prove.targets.ebpf` gives each map:
 arrays by index (NULL past ``max_entries``), LPM tries by longest prefix, hashes by
 key; updates (2) and deletes (3) return 0 and change nothing the verdict reads.
 ``bpf_skb_load_bytes`` (26) / ``bpf_xdp_load_bytes`` (189) copy frame bytes to the
@@ -18,10 +18,10 @@ import ipaddress
 
 import z3
 
-from pfc.prove.cbpf import Unsupported
-from pfc.prove.ebpf_vm import Machine, State, s64, scalar
 from pfc.prove.formula import prefixes_hold
 from pfc.prove.rewrite import csum_add, csum_fold
+from pfc.prove.targets.cbpf import Unsupported
+from pfc.prove.targets.ebpf_vm import Machine, State, s64, scalar
 
 EFAULT = -14
 BAD = ("bad",)

@@ -7,7 +7,7 @@ expression, registers and byte offsets as the kernel runs them) and every set's
 elements (interval sets as the kernel's start/end elements). The libnftables JSON
 listing is not enough: it hides the implicit dependencies (``meta l4proto``), and
 it prints a raw ``@th,16,16 set`` write as ``udp dport set``, which is another
-statement (it updates the UDP checksum). :mod:`pfc.prove.nft_vm` executes the
+statement (it updates the UDP checksum). :mod:`pfc.prove.targets.nft_vm` executes the
 parsed rules.
 """
 
@@ -18,10 +18,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from pfc.backends.base import Artifact
-from pfc.prove import nft_vm
-from pfc.prove.cbpf import Unsupported
 from pfc.prove.frame import Behaviour, Frame
-from pfc.prove.nft_vm import Listing, words
+from pfc.prove.targets import nft_vm
+from pfc.prove.targets.cbpf import Unsupported
+from pfc.prove.targets.nft_vm import Listing, words
 
 _SET_HEAD = re.compile(r"^(\w+) (\S+) @(\S+)$")
 _ELEMENT = re.compile(r"^\s*element ((?:[0-9a-f]{8} ?)+)\s*: (\d+) \[end\]\s*(.*)$")

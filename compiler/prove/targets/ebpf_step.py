@@ -1,4 +1,4 @@
-"""One eBPF instruction on a symbolic state (:mod:`pfc.prove.ebpf_vm`): ALU and ALU64,
+"""One eBPF instruction on a symbolic state (:mod:`pfc.prove.targets.ebpf_vm`): ALU and ALU64,
 jumps (64- and 32-bit compares), memory loads and stores, ``ld_imm64`` of a map or a
 data section, helper calls and ``exit``. Semantics as the kernel's interpreter:
 division by zero gives 0, modulo by zero leaves the register, shifts are masked."""
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import z3
 
-from pfc.prove import ebpf_helpers
-from pfc.prove.cbpf import Unsupported
-from pfc.prove.ebpf_vm import CTX_FIELDS, SIZES, Machine, State, behaviour, s64, scalar
 from pfc.prove.frame import Behaviour, Frame
+from pfc.prove.targets import ebpf_helpers
+from pfc.prove.targets.cbpf import Unsupported
+from pfc.prove.targets.ebpf_vm import CTX_FIELDS, SIZES, Machine, State, behaviour, s64, scalar
 
 BAD = ("bad",)
 

@@ -11,8 +11,8 @@ refused.
 What a hook gives the program: XDP ``xdp_md.data``/``data_end`` (offsets 0 and 4);
 tc and socket filters ``__sk_buff.len`` (0), ``data`` (76), ``data_end`` (80) over the
 frame from its Ethernet header (linear: ``bpf_skb_pull_data`` succeeds and changes
-nothing). Helpers (:mod:`pfc.prove.ebpf_helpers`): map lookups on the contents of
-:mod:`pfc.prove.ebpf`'s maps, ``bpf_skb_load_bytes``/``bpf_xdp_load_bytes``,
+nothing). Helpers (:mod:`pfc.prove.targets.ebpf_helpers`): map lookups on the contents of
+:mod:`pfc.prove.targets.ebpf`'s maps, ``bpf_skb_load_bytes``/``bpf_xdp_load_bytes``,
 ``bpf_skb_store_bytes``, ``bpf_l3_csum_replace``, ``bpf_l4_csum_replace``,
 ``bpf_csum_diff`` as the kernel computes them (non-``CHECKSUM_PARTIAL`` packets).
 
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 import z3
 
-from pfc.prove.cbpf import Unsupported
 from pfc.prove.frame import Behaviour, Frame
+from pfc.prove.targets.cbpf import Unsupported
 
 BV64 = z3.BitVecSort(64)
 TRUE = z3.BoolVal(True)
@@ -127,7 +127,7 @@ class Machine:
     def __init__(self, program, maps, hook: str, frame: Frame, count_rules: frozenset[int],
                  step):
         self.program, self.maps, self.hook, self.frame = program, maps, hook, frame
-        self.step = step  # pfc.prove.ebpf_step.step
+        self.step = step  # pfc.prove.targets.ebpf_step.step
         self.count_rules = count_rules
         self.result = Result()
 

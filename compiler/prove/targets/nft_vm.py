@@ -1,7 +1,7 @@
 """The nf_tables rule engine, executed symbolically on one frame.
 
 Rules are the kernel's expressions as ``nft --debug=netlink`` lists them
-(:mod:`pfc.prove.nft`). A rule runs its expressions in order; one that fails
+(:mod:`pfc.prove.targets.nft`). A rule runs its expressions in order; one that fails
 (``cmp`` false, a ``lookup`` miss, a load past the packet, a meta key the packet
 lacks) ends the rule (``NFT_BREAK``) and the chain goes on with the next; writes
 made before stay made. ``accept``/``drop`` end the base chain, ``jump`` runs a chain
@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 
 import z3
 
-from pfc.prove.cbpf import Unsupported
 from pfc.prove.frame import Behaviour, Frame, bv, u32
 from pfc.prove.rewrite import mod_ffff
 from pfc.prove.rewrite import words as word_sum
+from pfc.prove.targets.cbpf import Unsupported
 
 
 @dataclass

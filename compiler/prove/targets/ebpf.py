@@ -6,7 +6,7 @@ read-only data section) it loads. Maps: the counters map ``pfc_counters`` (a per
 array, zero on load), the set maps of the artifact's maps file with the contents a
 loader puts there (``pfc.backends.ebpf.maps.updates``: LPM tries, bitmap arrays), any
 other array zero-filled; ``pfc_ready`` (set once the maps are filled) holds 1.
-:mod:`pfc.prove.ebpf_vm` executes the instructions.
+:mod:`pfc.prove.targets.ebpf_vm` executes the instructions.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pfc.backends.base import Artifact
-from pfc.prove.cbpf import Unsupported
 from pfc.prove.frame import Behaviour, Frame
+from pfc.prove.targets.cbpf import Unsupported
 
 READY_MAP = "pfc_ready"
 
@@ -133,7 +133,7 @@ def _fill(info: MapInfo, keys: bytes, values: bytes, record: dict) -> None:
 
 def behaviour(artifact: Artifact, frame: Frame) -> Behaviour:
     from pfc.backends.ebpf.maps import object_bytes
-    from pfc.prove import ebpf_step
+    from pfc.prove.targets import ebpf_step
 
     program = parse_object(object_bytes(artifact), artifact.meta["program"])
     return ebpf_step.run(program, maps_of(artifact), artifact.hook, frame,
