@@ -4,11 +4,11 @@ to a frame length bound.
 The artifact's behaviour (its target's symbolic executor in :mod:`pfc.prove.targets`:
 ``cbpf``, ``ebpf``, ``nft``, ``iptables``) and the policy's meaning
 (:mod:`pfc.prove.formula`) over one symbolic frame, the frame as the hook sees it
-(:mod:`pfc.prove.views`). The solver looks for a frame where the verdicts differ, or both pass with other bytes, or (where the target's counters are
-modelled) a count rule's counter moves on one side only. None: proved. One: the
-witness, which is then run through the artifact itself (in the kernel, through the
-backend's runner and :func:`pfc.verifier.equiv.compare`) to confirm the difference
-before it is reported.
+(:mod:`pfc.prove.views`). The solver looks for a frame where the verdicts differ, or
+both pass with other bytes, or (where the target's counters are modelled) a count
+rule's counter moves on one side only. None: proved. One: the witness, which is then
+run through the artifact itself (in the kernel, through the backend's runner and
+:func:`pfc.verifier.equiv.compare`) to confirm the difference before it is reported.
 """
 
 from __future__ import annotations
