@@ -154,13 +154,15 @@ def diff(old: ir.Policy, new: ir.Policy, *, bound: int = DEFAULT_BOUND,
     b = formula.meaning(new, reading, rules_b)
     solver = solver_()
     solver.add(frame.valid(), differ(a, b, frame, alignment.counters))
+    changed = (frozenset(old.rules[i].index for i in alignment.changed_old),
+               frozenset(new.rules[j].index for j in alignment.changed_new))
     while len(result.regions) < limit:
         witness = _witness(solver, frame)
         if witness is None:
             break
         region = describe_region(old, new, witness, alignment.counters)
         result.regions.append(region)
-        solver.add(z3.Not(_cell(a, b, region, alignment.counters)))
+        solver.add(z3.Not(_cell(a, b, region, alignment.counters, changed)))
     else:
         result.complete = _witness(solver, frame) is None
     result.seconds = time.perf_counter() - start
@@ -187,12 +189,19 @@ def _witness(solver, frame: Frame) -> bytes | None:
 
 
 def _cell(a: formula.Meaning, b: formula.Meaning, region: Region,
-          counters: tuple[tuple[int | None, int | None], ...]) -> z3.BoolRef:
-    """The frames decided as ``region``'s witness is: same deciding rules, same
-    counters (the region reported)."""
+          counters: tuple[tuple[int | None, int | None], ...],
+          changed: tuple[frozenset[int], frozenset[int]]) -> z3.BoolRef:
+    """The frames reported with ``region``: decided by the same changed rule (a side
+    whose deciding rule is unchanged is left free: every unchanged rule a changed one
+    overlaps would be a region of its own), with the same verdicts and counters."""
     def rule(index: int | None):
         return formula.DEFAULT_RULE if index is None else index
-    terms = [a.rule == rule(region.old.rule), b.rule == rule(region.new.rule)]
+    terms = [a.passes == (region.old.verdict != "drop"),
+             b.passes == (region.new.verdict != "drop")]
+    keyed = [(a.rule, region.old.rule, changed[0]), (b.rule, region.new.rule, changed[1])]
+    pinned = [(term, index) for term, index, marked in keyed if index in marked]
+    for term, index in pinned or [(term, index) for term, index, _ in keyed]:
+        terms.append(term == rule(index))
     for i, j in counters:
         if i is not None and i in a.counted:
             terms.append(a.counted[i] == (i in region.old.counted))
