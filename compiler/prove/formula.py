@@ -72,7 +72,8 @@ def rule_holds(rule: ir.Rule, reading: Reading) -> z3.BoolRef:
     """Whether ``rule`` holds on the frame (interp's steps 1-4)."""
     terms = [family_gate(rule.family, reading)]
     if rule.proto is not None:
-        terms.append(z3.And(reading.l4proto_present, reading.l4proto == rule.proto))
+        terms.append(reading.cached(("proto", rule.proto), lambda: z3.And(
+            reading.l4proto_present, reading.l4proto == rule.proto)))
     terms += [match_holds(m, rule.proto, reading) for m in rule.matches]
     if isinstance(rule.action, ir.Redirect):
         version = rule.action.address.version
@@ -144,6 +145,10 @@ TRANSPORT = {"sport": (0, 2, (6, 17)), "dport": (2, 2, (6, 17)), "flags": (13, 1
 
 def ip_raw(name: str, version: int, reading: Reading) -> tuple[z3.BoolRef, z3.BitVecRef] | None:
     """(present, raw bytes) of IP field ``name`` for one version, or None."""
+    return reading.cached(("ip", name, version), lambda: _ip_raw(name, version, reading))
+
+
+def _ip_raw(name: str, version: int, reading: Reading):
     table = IP4 if version == 4 else IP6
     if name not in table:
         return None
@@ -164,6 +169,10 @@ def _ip_value(name: str, version: int, raw: z3.BitVecRef) -> z3.BitVecRef:
 def int_field(name: str, proto: int | None,
               reading: Reading) -> tuple[z3.BoolRef, z3.BitVecRef] | None:
     """(present, value as 32 bits) of an integer field, or None (never present)."""
+    return reading.cached(("int", name, proto), lambda: _int_field(name, proto, reading))
+
+
+def _int_field(name: str, proto: int | None, reading: Reading):
     if ir.FIELDS[name].layer is Layer.IP:
         parts = []
         for version in (4, 6):
@@ -187,7 +196,7 @@ def payload(match: ir.PayloadMatch, proto: int | None,
             reading: Reading) -> tuple[z3.BoolRef, z3.BitVecRef] | None:
     if proto not in (6, 17):
         return None
-    ok, start = reading.payload_start(proto)
+    ok, start = reading.cached(("payload", proto), lambda: reading.payload_start(proto))
     at, n = start + match.offset, len(match.data)
     return z3.And(ok, reading.frame.has(at, n)), reading.frame.bytes_(at, n)
 
@@ -197,21 +206,32 @@ def addr_holds(match: ir.AddrMatch, reading: Reading) -> z3.BoolRef:
     terms = []
     for version in (4, 6):
         present, raw = ip_raw(match.field, version, reading)
-        inside = prefixes_hold(raw, [p for p in match.prefixes if p.version == version])
+        inside = prefixes_hold(raw, [p for p in match.prefixes if p.version == version],
+                               _tops(reading, match.field, version, raw))
         terms.append(z3.And(present, z3.Not(inside) if match.negated else inside))
     return z3.Or(*terms)
 
 
-def prefixes_hold(addr: z3.BitVecRef, prefixes: list[ir.IPNetwork]) -> z3.BoolRef:
+def _tops(reading: Reading, name: str, version: int, raw: z3.BitVecRef):
+    """The address's top ``n`` bits, one term per length for every rule."""
+    size = raw.size()
+    return lambda n: reading.cached(("top", name, version, n),
+                                    lambda: z3.Extract(size - 1, size - n, raw))
+
+
+def prefixes_hold(addr: z3.BitVecRef, prefixes: list[ir.IPNetwork],
+                  top=None) -> z3.BoolRef:
     """``addr`` lies in one of ``prefixes`` (all of its family). Few prefixes: one
     equality of the top bits each; many: the merged address intervals, each as
-    ``start <= addr < end`` (as interval sets hold them: the artifacts' own form)."""
+    ``start <= addr < end`` (as interval sets hold them: the artifacts' own form).
+    ``top(n)``: the address's top ``n`` bits (a cache; default: extracted here)."""
     if any(net.prefixlen == 0 for net in prefixes):
         return TRUE
     bits = addr.size()
     if len(prefixes) <= FEW_PREFIXES:
-        return z3.Or(*[z3.Extract(bits - 1, bits - n.prefixlen, addr)
-                       == int(n.network_address) >> (bits - n.prefixlen) for n in prefixes])
+        top = top or (lambda n: z3.Extract(bits - 1, bits - n, addr))
+        return z3.Or(*[top(n.prefixlen) == int(n.network_address) >> (bits - n.prefixlen)
+                       for n in prefixes])
     terms = []
     for lo, hi in intervals(prefixes):
         inside = z3.UGE(addr, lo) if lo else TRUE

@@ -16,7 +16,7 @@ so ``has(off, n)`` (``off + n <= length``) cannot wrap.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import z3
@@ -81,6 +81,14 @@ class Reading:
 
     frame: Frame
     skip_tag: bool = True
+    memo: dict = field(default_factory=dict, compare=False, repr=False)  # field reads
+
+    def cached(self, key: tuple, build):
+        """``build()`` once per ``key``: every rule reads a field through one term."""
+        got = self.memo.get(key)
+        if got is None:
+            got = self.memo[key] = build()
+        return got
 
     @cached_property
     def tagged(self) -> z3.BoolRef:
