@@ -155,10 +155,14 @@ def run_witness(artifact: Artifact, policy: ir.Policy, wire: bytes) -> tuple[boo
     if backend.run is None:
         return None, f"target `{artifact.target}` has no runner"
     judged = replace_policy(artifact, policy) if policy is not artifact.policy else artifact
+    from pfc.kernel.bpf import BpfError
     try:
         report = compare(judged, backend, [wire])
     except KernelUnavailable as exc:
         return None, f"not run: {exc}"
+    except BpfError as exc:
+        return None, "not run: the kernel refuses to load the artifact: " + str(
+            exc).splitlines()[0]
     except (RuntimeError, AssertionError, OSError) as exc:
         return True, f"the artifact misbehaves on the witness: {exc}"
     if report.seen == 0:
