@@ -17,8 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from pfc.backends.cbpf.match import complement as cbpf_complement
 from pfc.frontend import ir
 from pfc.frontend.ir import Family
+from pfc.frontend.matches import merge_ranges
 
 Intervals = tuple[tuple[int, int], ...]  # sorted, disjoint, inclusive
 TOP = {"ttl": 255, "proto": 255, "len": 65535 + 40, "frag": 1, "sport": 65535,
@@ -28,24 +30,11 @@ VERSIONS = {Family.ANY: (4, 6, None), Family.IP: (4, 6), Family.IP4: (4,), Famil
 
 
 def normal(pairs: Iterable[tuple[int, int]]) -> Intervals:
-    out: list[list[int]] = []
-    for lo, hi in sorted(pairs):
-        if out and lo <= out[-1][1] + 1:
-            out[-1][1] = max(out[-1][1], hi)
-        else:
-            out.append([lo, hi])
-    return tuple((lo, hi) for lo, hi in out)
+    return merge_ranges(list(pairs))
 
 
 def complement(values: Intervals, top: int) -> Intervals:
-    out, at = [], 0
-    for lo, hi in values:
-        if lo > at:
-            out.append((at, lo - 1))
-        at = hi + 1
-    if at <= top:
-        out.append((at, top))
-    return tuple(out)
+    return tuple(cbpf_complement(list(values), top))
 
 
 def meet(a: Intervals, b: Intervals) -> Intervals:

@@ -25,6 +25,7 @@ import z3
 
 from pfc.frontend import ir
 from pfc.frontend.ir import Family, Layer
+from pfc.frontend.matches import merge_ranges
 from pfc.prove import rewrite
 from pfc.prove.frame import Frame, Reading, bv, concrete, u32
 
@@ -242,15 +243,11 @@ def prefixes_hold(addr: z3.BitVecRef, prefixes: list[ir.IPNetwork],
 FEW_PREFIXES = 8
 
 
-def intervals(prefixes: list[ir.IPNetwork]) -> list[tuple[int, int]]:
+def intervals(prefixes: list[ir.IPNetwork]) -> tuple[tuple[int, int], ...]:
     """The prefixes as merged inclusive address intervals, in order."""
-    out: list[list[int]] = []
-    for lo, hi in sorted((int(n.network_address), int(n.broadcast_address)) for n in prefixes):
-        if out and lo <= out[-1][1] + 1:
-            out[-1][1] = max(out[-1][1], hi)
-        else:
-            out.append([lo, hi])
-    return [(lo, hi) for lo, hi in out]
+    return merge_ranges([(int(n.network_address), int(n.broadcast_address))
+                         for n in prefixes])
+
 
 
 # --------------------------------------------------------------------- concrete frames
