@@ -25,12 +25,13 @@ from pfc.cli.compile import COMPILE, TARGETS
 from pfc.cli.load import LOAD, STATUS, UNLOAD
 from pfc.cli.lsp import LSP
 from pfc.cli.output import OutputError, shown
+from pfc.cli.prove import DIFF, PROVE
 from pfc.cli.run import FRAMES, RUN
 from pfc.cli.verify import VERIFY
 
 # Every command, in `pfc --help` order.
-COMMANDS: tuple[Command, ...] = (CHECK, FMT, COMPILE, RUN, FRAMES, VERIFY, BENCH, LOAD, UNLOAD,
-                                 STATUS, TARGETS, LSP)
+COMMANDS: tuple[Command, ...] = (CHECK, FMT, COMPILE, RUN, FRAMES, VERIFY, DIFF, PROVE, BENCH,
+                                 LOAD, UNLOAD, STATUS, TARGETS, LSP)
 
 DESCRIPTION = """\
 pfc compiles one packet-filter policy language to every Linux hook (classic BPF, eBPF

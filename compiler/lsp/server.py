@@ -181,7 +181,36 @@ def create_server() -> PfcServer:
     _configuration(server)
     _requests(server)
     _editing(server)
+    _saves(server)
     return server
+
+
+def _saves(server: PfcServer) -> None:
+    """On save, a code lens on line 1: what the edit changes against the last save
+    (``pfc.prove.lsp``); clients ask for lenses again after a save."""
+    from pfc.prove.lsp import Saves
+
+    saves = Saves()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=True))
+    async def did_save(ls: PfcServer, params: types.DidSaveTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        text = params.text if params.text is not None else \
+            ls.workspace.get_text_document(uri).source
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(ls.pool, saves.saved, uri, doc_name(uri), text)
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
+    def code_lens(ls: PfcServer, params: types.CodeLensParams) -> list[types.CodeLens]:
+        uri = params.text_document.uri
+        if uri in ls.workspace.text_documents:
+            saves.opened(uri, ls.workspace.get_text_document(uri).source)
+        summary = saves.summaries.get(uri)
+        if summary is None:
+            return []
+        start = types.Position(0, 0)
+        return [types.CodeLens(types.Range(start, start),
+                               types.Command(summary, "pfc.showEditSummary"))]
 
 
 def _documents(server: PfcServer) -> None:

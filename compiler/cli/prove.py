@@ -1,0 +1,203 @@
+"""``pfc diff`` (what changes between two policies, for every frame) and ``pfc prove``
+(an artifact equal to its policy, for every frame)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pfc.cli.common import Command, UsageError, load, print_diagnostics
+from pfc.frontend import ir
+
+WITNESS_SHOWN = 48  # bytes of a witness printed in text output
+
+
+def _bound(value: str) -> int:
+    try:
+        n = int(value, 0)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from exc
+    if not 14 <= n <= 65535:
+        raise argparse.ArgumentTypeError("the frame length bound must be 14 to 65535")
+    return n
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text (default) or one JSON object")
+    p.add_argument("-w", "--write", metavar="PCAP",
+                   help="write the witness frames to this pcap")
+    p.add_argument("--max-len", type=_bound, default=None, metavar="N",
+                   help="frame length bound in bytes (default 1518)")
+
+
+def _policy(path: str) -> ir.Policy | None:
+    compiled = load(path)
+    if not compiled.ok:
+        print_diagnostics(compiled.diagnostics, compiled.sources)
+        return None
+    return compiled.policy
+
+
+def _hex(data: bytes) -> str:
+    shown = data[:WITNESS_SHOWN].hex()
+    return shown + (f"... ({len(data)} bytes)" if len(data) > WITNESS_SHOWN else "")
+
+
+def _write(path: str | None, frames: list[bytes]) -> None:
+    if not path:
+        return
+    from pfc.oracle.pcap import PcapError, write_pcap
+    try:
+        write_pcap(path, frames)
+    except PcapError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+# ---------------------------------------------------------------------------- diff
+
+def _diff_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("old", metavar="OLD", help="the policy before (.pf)")
+    p.add_argument("new", metavar="NEW", help="the policy after (.pf)")
+    _common(p)
+    p.add_argument("--limit", type=int, default=8, metavar="N",
+                   help="report at most N regions (default 8)")
+
+
+def _side_json(s) -> dict:
+    return {"verdict": s.verdict, "rule": s.rule, "line": s.line, "text": s.text,
+            "counted": list(s.counted)}
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from pfc.prove.diff import DEFAULT_BOUND, diff
+
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    old, new = _policy(args.old), _policy(args.new)
+    if old is None or new is None:
+        return 2
+    result = diff(old, new, bound=args.max_len or DEFAULT_BOUND, limit=args.limit)
+    _write(args.write, [r.witness for r in result.regions])
+    if args.format == "json":
+        print(json.dumps({
+            "same": result.same, "complete": result.complete, "max_len": result.bound,
+            "regions": [{"where": r.where, "change": r.change, "old": _side_json(r.old),
+                         "new": _side_json(r.new), "witness": r.witness.hex()}
+                        for r in result.regions]}, indent=2))
+    else:
+        _print_diff(args, result)
+    return 0 if result.same else 1
+
+
+def _print_diff(args: argparse.Namespace, result) -> None:
+    scope = f"every frame up to {result.bound} bytes"
+    if result.same:
+        print(f"same meaning: {args.old} and {args.new} give every verdict, counter "
+              f"and rewrite alike ({scope})")
+        return
+    more = "" if result.complete else " (the first ones; there are more)"
+    n = len(result.regions)
+    print(f"{args.old} → {args.new}: {n} region{'s' * (n != 1)} of frames change{more}:")
+    for r in result.regions:
+        print(f"  {r.line()}")
+        print(f"      old: {_why(r.old)}; new: {_why(r.new)}")
+        print(f"      witness: {_hex(r.witness)}")
+    if args.write:
+        print(f"wrote {n} witness frame{'s' * (n != 1)} to {args.write}", file=sys.stderr)
+
+
+def _why(s) -> str:
+    return s.text if s.line is None else f"line {s.line} `{s.text}`"
+
+
+DIFF = Command("diff", "the frames whose verdict, counters or rewrite change between policies",
+               "Compare two policies on every frame up to a length bound (a solver, not\n"
+               "samples) and print the regions of frames they treat differently, as\n"
+               "match words, each with one witness frame. Reordering disjoint rules,\n"
+               "splitting a prefix or adding a redundant rule report `same meaning`.\n"
+               "Exit 0: same meaning; 1: differences; 2: errors.",
+               _diff_args, _diff)
+
+
+# --------------------------------------------------------------------------- prove
+
+def _prove_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", metavar="FILE", help="policy files (.pf)")
+    p.add_argument("--targets", default="all", metavar="LIST",
+                   help="comma-separated targets, TARGET:HOOK for another hook (e.g. "
+                        "nft:input), or `all` (default: every target that can express "
+                        "the policy)")
+    p.add_argument("--target", metavar="T", help="with --artifact: the artifact's target")
+    p.add_argument("--hook", metavar="H", help="with --artifact: the artifact's hook")
+    p.add_argument("--artifact", metavar="PATH",
+                   help="prove this file (e.g. hand-edited) instead of pfc's own output")
+    p.add_argument("--no-run", action="store_true",
+                   help="do not run the artifact on a witness to confirm it")
+    _common(p)
+
+
+def _specs(args: argparse.Namespace) -> tuple[list[str], bool]:
+    from pfc import backends
+    known = [t for t in backends.registry() if t != "ir"]
+    if args.artifact:
+        if not args.target or args.target not in known:
+            raise UsageError("--artifact needs --target T with T one of " + ", ".join(known))
+        if len(args.files) != 1:
+            raise UsageError("--artifact proves one artifact against one policy file")
+        return [f"{args.target}:{args.hook}" if args.hook else args.target], True
+    if args.target or args.hook:
+        raise UsageError("--target and --hook go with --artifact; use --targets otherwise")
+    if args.targets == "all":
+        return known, False
+    chosen = [t.strip() for t in args.targets.split(",") if t.strip()]
+    for t in chosen:
+        if t.split(":")[0] not in known:
+            raise UsageError(f"unknown target `{t}`; known targets: {', '.join(known)}")
+    return chosen, True
+
+
+def _prove(args: argparse.Namespace) -> int:
+    from pfc.prove.diff import DEFAULT_BOUND
+    from pfc.prove.run import prove_file
+
+    specs, explicit = _specs(args)
+    results, code = [], 0
+    for path in args.files:
+        compiled = load(path)
+        if not compiled.ok:
+            print_diagnostics(compiled.diagnostics, compiled.sources)
+            code = 2
+            continue
+        try:
+            got = prove_file(compiled, specs, explicit=explicit, artifact=args.artifact,
+                             bound=args.max_len or DEFAULT_BOUND, confirm=not args.no_run)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+        results += [(path, r) for r in got]
+    _write(args.write, [r.proof.wire for _, r in results if r.proof and r.proof.wire])
+    if any(r.error for _, r in results):
+        code = 2
+    if any(r.proof and not r.proof.equal for _, r in results):
+        code = max(code, 1)
+    if args.format == "json":
+        print(json.dumps({"ok": code == 0, "results": [
+            {"file": p} | r.to_json() for p, r in results]}, indent=2))
+    else:
+        for path, r in results:
+            print(f"{path}: {r.line()}")
+    return code
+
+
+PROVE = Command("prove", "prove a compiled artifact equal to its policy, for every frame",
+                "Compile the policy for each target (or take the artifact given with\n"
+                "--target T --artifact PATH) and prove, with a solver over every frame up\n"
+                "to the length bound that the target's hook sees, that the artifact's\n"
+                "verdicts, rewritten bytes and counters are the policy's. Classic BPF and\n"
+                "eBPF are executed symbolically from their instructions (eBPF from the ELF\n"
+                "object and its maps file), nft from what the kernel holds after a load\n"
+                "into a throw-away namespace, iptables from the restore file. On a\n"
+                "difference: a witness frame, run through the artifact in the kernel to\n"
+                "confirm it. Exit 0: proved; 1: a difference; 2: errors.",
+                _prove_args, _prove)

@@ -1,0 +1,120 @@
+"""Which rules can never hold on one frame together: a cheap, conservative test.
+
+A rule's *box* is, per IP version it can match (4, 6, or None for non-IP frames), the
+values each field it tests may take: interval sets over the field's integers. Two
+rules are disjoint when, for every version both allow, some field both test has value
+sets that do not meet. Every match needs its field present, negated or not, so a
+negated match is the complement of its values (over that field's own range) and still
+a constraint. Payload matches are left out (no constraint): the test only ever
+answers "disjoint" when that is certain, never the other way.
+
+``diff`` uses it to leave out rules that cannot hold on any frame a changed rule
+holds on: for those frames they change nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pfc.backends.cbpf.match import complement as cbpf_complement
+from pfc.frontend import ir
+from pfc.frontend.ir import Family
+from pfc.frontend.matches import merge_ranges
+
+Intervals = tuple[tuple[int, int], ...]  # sorted, disjoint, inclusive
+TOP = {"ttl": 255, "proto": 255, "len": 65535 + 40, "frag": 1, "sport": 65535,
+       "dport": 65535, "icmp-type": 255, "flags": 255}
+ADDR_TOP = {4: 2 ** 32 - 1, 6: 2 ** 128 - 1}
+VERSIONS = {Family.ANY: (4, 6, None), Family.IP: (4, 6), Family.IP4: (4,), Family.IP6: (6,)}
+
+
+def normal(pairs: Iterable[tuple[int, int]]) -> Intervals:
+    return merge_ranges(list(pairs))
+
+
+def complement(values: Intervals, top: int) -> Intervals:
+    return tuple(cbpf_complement(list(values), top))
+
+
+def meet(a: Intervals, b: Intervals) -> Intervals:
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo <= hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Box:
+    """Per version the rule can match: field key -> allowed values."""
+
+    fields: dict[int | None, dict[str, Intervals]]
+
+    def disjoint(self, other: Box) -> bool:
+        for version, mine in self.fields.items():
+            theirs = other.fields.get(version)
+            if theirs is None:
+                continue
+            if not any(key in theirs and not meet(values, theirs[key])
+                       for key, values in mine.items()):
+                return False
+        return True
+
+
+def box(rule: ir.Rule) -> Box:
+    versions = VERSIONS[rule.family]
+    if isinstance(rule.action, ir.Redirect):
+        versions = tuple(v for v in versions if v == rule.action.address.version)
+    fields: dict[int | None, dict[str, Intervals]] = {}
+    for version in versions:
+        got = _fields(rule, version)
+        if got is not None:
+            fields[version] = got
+    return Box(fields)
+
+
+def _fields(rule: ir.Rule, version: int | None) -> dict[str, Intervals] | None:
+    """The value sets of ``rule``'s fields on ``version`` frames; None if it can never
+    hold on them."""
+    out: dict[str, Intervals] = {}
+    if rule.proto is not None:
+        out["proto"] = ((rule.proto, rule.proto),)
+    for match in rule.matches:
+        got = _values(match, version)
+        if got is None:
+            continue
+        key, values = got
+        values = meet(values, out[key]) if key in out else values
+        if not values:
+            return None
+        out[key] = values
+    return out
+
+
+def _values(match: ir.Match, version: int | None) -> tuple[str, Intervals] | None:
+    if version is None:
+        return None  # a non-IP rule has no IP match
+    if isinstance(match, ir.AddrMatch):
+        top = ADDR_TOP[version]
+        bits = 32 if version == 4 else 128
+        values = normal((int(p.network_address), int(p.network_address) + 2 ** (
+            bits - p.prefixlen) - 1) for p in match.prefixes if p.version == version)
+        return match.field, complement(values, top) if match.negated else values
+    if isinstance(match, ir.IntMatch):
+        values = normal(match.ranges)
+        return match.field, complement(values, TOP[match.field]) if match.negated else values
+    if isinstance(match, ir.FlagsMatch):
+        values = normal((f, f) for f in range(256)
+                        if (f & match.set == match.set and not f & match.clear) != match.negated)
+        return "flags", values
+    if isinstance(match, ir.FragMatch):
+        if version == 6:
+            return "frag", ()
+        return "frag", ((0, 0),) if match.negated else ((1, 1),)
+    return None

@@ -1,0 +1,266 @@
+"""``pfc diff``: every frame whose verdict, counters or rewritten bytes change between
+two policies, as a few readable regions with one witness frame each.
+
+Both policies' meanings (:mod:`pfc.prove.formula`) over one symbolic frame, read as
+the reference interpreter reads it (the frame as on the wire, one VLAN tag skipped),
+up to ``bound`` bytes. A solver finds a frame on which they differ; the interpreter
+judges that frame under both policies (so every reported difference is the
+interpreter's, not the formula's); the pair of deciding rules and the counters that
+moved name a *region*, which is then excluded, and the search goes on until none is
+left or ``limit`` regions are found.
+
+Counters are compared per count rule, paired between the policies by the same
+alignment as the rules (``difflib`` over each rule's text): a count rule that is
+unchanged (or replaced in place) is one counter; an added or removed one is compared
+with a counter that never counts.
+
+Only rules that matter are encoded: the rules the alignment marks as changed, and
+those that may hold on a frame a changed rule holds on (:mod:`pfc.prove.boxes`). A
+frame no changed rule holds on meets the same rules in the same order under both
+policies. When the defaults differ every rule is encoded.
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+from dataclasses import dataclass, field
+
+import z3
+
+from pfc.backends.describe import describe, match_text
+from pfc.frontend import ir
+from pfc.oracle import interp
+from pfc.prove import boxes, formula
+from pfc.prove.frame import DEFAULT_BOUND, Frame, Reading, frame_bytes, frames_differ
+from pfc.prove.frame import solver as solver_
+
+SHORT = 128  # witnesses are looked for among frames this short first
+DEFAULT_LIMIT = 8
+
+
+@dataclass(frozen=True)
+class Side:
+    """What one policy does to a witness frame."""
+
+    verdict: str  # "pass" | "drop" | "redirect to ADDR[:PORT]"
+    rule: int | None
+    line: int | None
+    text: str  # the deciding rule, or "default pass"
+    counted: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Region:
+    where: str  # the frames, as match words: "udp dst 10.1.0.0/16 dport 54"
+    change: str  # "drop → pass", "counted by line 5 → not counted", ...
+    old: Side
+    new: Side
+    witness: bytes
+
+    def line(self) -> str:
+        return f"{self.where}: {self.change}"
+
+
+@dataclass
+class Result:
+    regions: list[Region] = field(default_factory=list)
+    complete: bool = True  # False: ``limit`` regions found, there may be more
+    bound: int = DEFAULT_BOUND
+    encoded: tuple[int, int] = (0, 0)  # rules encoded (old, new)
+    seconds: float = 0.0
+
+    @property
+    def same(self) -> bool:
+        return not self.regions
+
+
+# ----------------------------------------------------------------------- alignment
+
+def rule_key(rule: ir.Rule) -> str:
+    return describe(rule)
+
+
+@dataclass(frozen=True)
+class Alignment:
+    changed_old: frozenset[int]  # positions in old.rules
+    changed_new: frozenset[int]
+    counters: tuple[tuple[int | None, int | None], ...]  # (old index, new index)
+
+
+def align(old: ir.Policy, new: ir.Policy) -> Alignment:
+    a, b = [rule_key(r) for r in old.rules], [rule_key(r) for r in new.rules]
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    changed_a, changed_b, pairs = set(), set(), []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            changed_a.update(range(i1, i2))
+            changed_b.update(range(j1, j2))
+        olds = [old.rules[i].index for i in range(i1, i2) if not old.rules[i].terminal]
+        news = [new.rules[j].index for j in range(j1, j2) if not new.rules[j].terminal]
+        for k in range(max(len(olds), len(news))):
+            pairs.append((olds[k] if k < len(olds) else None,
+                          news[k] if k < len(news) else None))
+    return Alignment(frozenset(changed_a), frozenset(changed_b), tuple(pairs))
+
+
+def relevant(old: ir.Policy, new: ir.Policy,
+             alignment: Alignment) -> tuple[list[ir.Rule], list[ir.Rule]]:
+    """The rules to encode (module doc): all when the defaults differ."""
+    if old.default != new.default:
+        return list(old.rules), list(new.rules)
+    changed = [boxes.box(old.rules[i]) for i in sorted(alignment.changed_old)]
+    changed += [boxes.box(new.rules[j]) for j in sorted(alignment.changed_new)]
+
+    def keep(rules: tuple[ir.Rule, ...], marked: frozenset[int]) -> list[ir.Rule]:
+        out = []
+        for pos, rule in enumerate(rules):
+            if pos in marked or not all(boxes.box(rule).disjoint(c) for c in changed):
+                out.append(rule)
+        return out
+    return keep(old.rules, alignment.changed_old), keep(new.rules, alignment.changed_new)
+
+
+# ------------------------------------------------------------------------- solving
+
+def differ(a: formula.Meaning, b: formula.Meaning, frame: Frame,
+           counters: tuple[tuple[int | None, int | None], ...]) -> z3.BoolRef:
+    """Some frame's verdict, rewritten bytes or counters differ."""
+    terms = [a.passes != b.passes, z3.And(a.passes, b.passes, frames_differ(a.out, b.out, frame))]
+    for i, j in counters:
+        left = a.counted.get(i, formula.FALSE) if i is not None else formula.FALSE
+        right = b.counted.get(j, formula.FALSE) if j is not None else formula.FALSE
+        terms.append(left != right)
+    return z3.Or(*terms)
+
+
+def diff(old: ir.Policy, new: ir.Policy, *, bound: int = DEFAULT_BOUND,
+         limit: int = DEFAULT_LIMIT, naive: bool = False) -> Result:
+    """The regions where ``old`` and ``new`` differ (module doc). ``naive``: encode
+    every rule (the benchmark's peer)."""
+    start = time.perf_counter()
+    alignment = align(old, new)
+    result = Result(bound=bound)
+    if not naive and not alignment.changed_old and not alignment.changed_new \
+            and old.default == new.default:
+        result.seconds = time.perf_counter() - start
+        return result
+    rules_a, rules_b = (list(old.rules), list(new.rules)) if naive else relevant(
+        old, new, alignment)
+    result.encoded = (len(rules_a), len(rules_b))
+    frame = Frame.fresh(bound=bound)
+    reading = Reading(frame)
+    a = formula.meaning(old, reading, rules_a)
+    b = formula.meaning(new, reading, rules_b)
+    solver = solver_()
+    solver.add(frame.valid(), differ(a, b, frame, alignment.counters))
+    changed = (frozenset(old.rules[i].index for i in alignment.changed_old),
+               frozenset(new.rules[j].index for j in alignment.changed_new))
+    while len(result.regions) < limit:
+        witness = _witness(solver, frame)
+        if witness is None:
+            break
+        region = describe_region(old, new, witness, alignment.counters)
+        result.regions.append(region)
+        solver.add(z3.Not(_cell(a, b, region, alignment.counters, changed)))
+    else:
+        result.complete = _witness(solver, frame) is None
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _witness(solver, frame: Frame) -> bytes | None:
+    """A short frame of the current constraints if there is one, else any."""
+    solver.push()
+    solver.add(z3.ULE(frame.length, SHORT))
+    found = solver.check()
+    if found != z3.sat:
+        solver.pop()
+        found = solver.check()
+        if found != z3.sat:
+            if found == z3.unknown:
+                raise RuntimeError(f"the solver gave up: {solver.reason_unknown()}")
+            return None
+        data = frame_bytes(solver.model(), frame)
+    else:
+        data = frame_bytes(solver.model(), frame)
+        solver.pop()
+    return data
+
+
+def _cell(a: formula.Meaning, b: formula.Meaning, region: Region,
+          counters: tuple[tuple[int | None, int | None], ...],
+          changed: tuple[frozenset[int], frozenset[int]]) -> z3.BoolRef:
+    """The frames reported with ``region``: decided by the same changed rule (a side
+    whose deciding rule is unchanged is left free: every unchanged rule a changed one
+    overlaps would be a region of its own), with the same verdicts and counters."""
+    def rule(index: int | None):
+        return formula.DEFAULT_RULE if index is None else index
+    terms = [a.passes == (region.old.verdict != "drop"),
+             b.passes == (region.new.verdict != "drop")]
+    keyed = [(a.rule, region.old.rule, changed[0]), (b.rule, region.new.rule, changed[1])]
+    pinned = [(term, index) for term, index, marked in keyed if index in marked]
+    for term, index in pinned or [(term, index) for term, index, _ in keyed]:
+        terms.append(term == rule(index))
+    for i, j in counters:
+        if i is not None and i in a.counted:
+            terms.append(a.counted[i] == (i in region.old.counted))
+        if j is not None and j in b.counted:
+            terms.append(b.counted[j] == (j in region.new.counted))
+    return z3.And(*terms)
+
+
+# ---------------------------------------------------------------------- describing
+
+def side(policy: ir.Policy, frame: bytes) -> Side:
+    out = interp.evaluate(policy, frame)
+    if out.rule is None:
+        return Side(policy.default.value, None, None, f"default {policy.default.value}",
+                    out.counted)
+    rule = policy.rule(out.rule)
+    verdict = out.verdict.value
+    if isinstance(rule.action, ir.Redirect):
+        port = f":{rule.action.port}" if rule.action.port is not None else ""
+        verdict = f"redirect to {rule.action.address}{port}"
+    return Side(verdict, rule.index, rule.line, describe(rule), out.counted)
+
+
+def describe_region(old: ir.Policy, new: ir.Policy, witness: bytes,
+                    counters: tuple[tuple[int | None, int | None], ...] = ()) -> Region:
+    """The region of ``witness``: what each policy does to it, and the frames the
+    deciding rules (and the count rules that differ) hold on together."""
+    a, b = side(old, witness), side(new, witness)
+    changes, rules = [], []
+    if a.verdict != b.verdict:
+        changes.append(f"{a.verdict} → {b.verdict}")
+    elif interp.evaluate(old, witness).frame != interp.evaluate(new, witness).frame:
+        changes.append(f"rewritten bytes differ ({a.verdict} → {b.verdict})")
+    rules += [p.rule(s.rule) for p, s in ((old, a), (new, b)) if s.rule is not None]
+    for i, j in counters:
+        was, now = i is not None and i in a.counted, j is not None and j in b.counted
+        if was != now:
+            rule = old.rule(i) if was else new.rule(j)
+            arrow = "counted → not counted" if was else "not counted → counted"
+            changes.append(f"`{describe(rule)}` (line {rule.line}): {arrow}")
+            rules.append(rule)
+    if not changes:
+        raise AssertionError("pfc diff: the formula and the interpreter disagree on "
+                             f"frame {witness.hex()}: this is a pfc bug")
+    return Region(where_text(rules), "; ".join(changes), a, b, witness)
+
+
+SPECIFIC = {"all": 0, "ip": 1, "ip6": 1, "tcp": 2, "udp": 2, "icmp": 2, "icmp6": 2}
+
+
+def where_text(rules: list[ir.Rule]) -> str:
+    """The frames the rules hold on together, as match words."""
+    if not rules:
+        return "frames no rule holds on"
+    proto = max((r.proto_name for r in rules), key=lambda p: SPECIFIC.get(p, 1))
+    words = [] if proto == "all" else [proto]
+    for rule in rules:
+        for m in rule.matches:
+            text = match_text(m)
+            if text not in words:
+                words.append(text)
+    return " ".join(words) or "every frame"

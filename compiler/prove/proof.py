@@ -1,0 +1,209 @@
+"""``pfc prove``: an artifact equal to its policy on every frame its hook can see, up
+to a frame length bound.
+
+The artifact's behaviour (its target's symbolic executor in :mod:`pfc.prove.targets`:
+``cbpf``, ``ebpf``, ``nft``, ``iptables``) and the policy's meaning
+(:mod:`pfc.prove.formula`) over one symbolic frame, the frame as the hook sees it
+(:mod:`pfc.prove.views`). The solver looks for a frame where the verdicts differ, or
+both pass with other bytes, or (where the target's counters are modelled) a count
+rule's counter moves on one side only. None: proved. One: the witness, which is then
+run through the artifact itself (in the kernel, through the backend's runner and
+:func:`pfc.verifier.equiv.compare`) to confirm the difference before it is reported.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import z3
+
+from pfc import backends
+from pfc.backends.base import Artifact
+from pfc.frontend import ir
+from pfc.kernel.observation import KernelUnavailable
+from pfc.prove import formula, views
+from pfc.prove.frame import (
+    DEFAULT_BOUND,
+    Behaviour,
+    Frame,
+    Reading,
+    frame_bytes,
+    frames_differ,
+    solver,
+)
+
+SHORT = 128
+
+
+@dataclass
+class Proof:
+    target: str
+    hook: str
+    equal: bool
+    bound: int
+    seen: str  # which frames: the view kind
+    witness: bytes | None = None  # as the hook sees it
+    wire: bytes | None = None  # a frame to send for the hook to see ``witness``
+    expected: str = ""  # what the policy does to the witness
+    modelled: str = ""  # what the model of the artifact does to it
+    confirmed: bool | None = None  # the artifact, run on the witness, differs
+    note: str = ""
+    seconds: float = 0.0
+
+    @property
+    def status(self) -> str:
+        if self.equal:
+            return "proved"
+        return {True: "differs", False: "unconfirmed", None: "differs (not run)"}[
+            self.confirmed]
+
+
+def behaviour(artifact: Artifact, frame: Frame) -> Behaviour:
+    """The artifact's behaviour on the symbolic frame (its target's executor)."""
+    target = artifact.target
+    if target == "cbpf":
+        from pfc.prove.targets import cbpf
+        kept, whole = cbpf.behaviour(list(artifact.meta["insns"]), frame)
+        return Behaviour(kept, valid=whole)
+    if target in ("socket", "tc", "xdp"):
+        from pfc.prove.targets import ebpf
+        return ebpf.behaviour(artifact, frame)
+    if target == "nft":
+        from pfc.prove.targets import nft
+        return nft.behaviour(artifact, frame)
+    if target == "iptables":
+        from pfc.prove.targets import iptables
+        return iptables.behaviour(artifact, frame)
+    raise ValueError(f"pfc prove has no model of target `{target}`")
+
+
+def differ(pol: formula.Meaning, art: Behaviour, frame: Frame) -> z3.BoolRef:
+    out = frame.data if art.out is None else art.out
+    terms = [pol.passes != art.passes,
+             z3.And(pol.passes, art.passes, frames_differ(pol.out, out, frame))]
+    if art.valid is not None:
+        terms.append(z3.Not(art.valid))
+    if art.counted is not None:
+        for index, held in pol.counted.items():
+            terms.append(held != art.counted.get(index, formula.FALSE))
+    return z3.Or(*terms)
+
+
+def prove(artifact: Artifact, policy: ir.Policy | None = None, *,
+          bound: int = DEFAULT_BOUND, confirm: bool = True) -> Proof:
+    """Prove ``artifact`` equal to ``policy`` (default: the artifact's own)."""
+    start = time.perf_counter()
+    policy = policy or artifact.policy
+    kind = views.kind(artifact.target, artifact.hook)
+    frame = Frame.fresh(bound=bound)
+    pol = formula.meaning(policy, Reading(frame, views.skip_tag(kind)))
+    art = behaviour(artifact, frame)
+    check = solver()
+    check.add(views.constraint(kind, frame), differ(pol, art, frame))
+    proof = Proof(artifact.target, artifact.hook, True, bound, kind)
+    witness = _witness(check, frame)
+    if witness is not None:
+        proof.equal, proof.witness = False, witness
+        proof.wire = views.wire(kind, witness)
+        proof.expected, proof.modelled = _describe(policy, pol, art, frame, witness, kind)
+        if confirm:
+            proof.confirmed, proof.note = run_witness(artifact, policy, proof.wire)
+    proof.seconds = time.perf_counter() - start
+    return proof
+
+
+def _witness(solver, frame: Frame) -> bytes | None:
+    for extra in (z3.ULE(frame.length, SHORT), None):
+        solver.push()
+        if extra is not None:
+            solver.add(extra)
+        found = solver.check()
+        data = frame_bytes(solver.model(), frame) if found == z3.sat else None
+        solver.pop()
+        if found == z3.unknown:
+            raise RuntimeError(f"the solver gave up: {solver.reason_unknown()}")
+        if data is not None:
+            return data
+    return None
+
+
+def _describe(policy: ir.Policy, pol: formula.Meaning, art: Behaviour, frame: Frame,
+              witness: bytes, kind: str) -> tuple[str, str]:
+    from pfc.oracle import interp
+    want = interp.evaluate(policy, witness, skip_tag=views.skip_tag(kind))
+    rule = "default" if want.rule is None else f"rule at line {policy.rule(want.rule).line}"
+    got = formula.evaluate(formula.Meaning(art.passes, formula.bv(0), art.counted or {},
+                                           frame.data if art.out is None else art.out),
+                           frame, witness)
+    expected = f"{want.verdict.value} ({rule})"
+    modelled = "pass" if got.passes else "drop"
+    if got.passes and want.verdict is ir.Verdict.PASS and got.out != want.frame:
+        modelled += " with other bytes"
+    if art.counted is not None and set(got.counted) != set(want.counted):
+        modelled += f", counters of rules {sorted(got.counted)} (policy: {sorted(want.counted)})"
+    return expected, modelled
+
+
+def run_witness(artifact: Artifact, policy: ir.Policy, wire: bytes) -> tuple[bool | None, str]:
+    """Run the artifact on ``wire`` (its backend's runner, in the kernel) and judge it
+    against the interpreter: (it differs, a note)."""
+    from dataclasses import replace
+
+    from pfc.verifier.equiv import compare
+    backend = backends.get(artifact.target)
+    if backend.run is None:
+        return None, f"target `{artifact.target}` has no runner"
+    judged = replace_policy(artifact, policy) if policy is not artifact.policy else artifact
+    from pfc.kernel.bpf import BpfError
+    try:
+        report = compare(judged, backend, [wire])
+    except KernelUnavailable as exc:
+        return None, f"not run: {exc}"
+    except BpfError as exc:
+        return None, "not run: the kernel refuses to load the artifact: " + str(
+            exc).splitlines()[0]
+    except (RuntimeError, AssertionError, OSError) as exc:
+        return True, f"the artifact misbehaves on the witness: {exc}"
+    if report.seen == 0:
+        return None, "the hook's runner does not show it this frame"
+    if not report.ok:
+        return True, replace(report, mismatches=report.mismatches[:1]).summary()
+    return False, ("the artifact, run on the witness, agrees with the policy: the model "
+                   "of the target is wrong (a pfc bug, please report it)")
+
+
+def replace_policy(artifact: Artifact, policy: ir.Policy) -> Artifact:
+    from dataclasses import replace
+    return replace(artifact, policy=policy)
+
+
+# ------------------------------------------------------------------- given artifacts
+
+def adopt(artifact: Artifact, path: str) -> Artifact:
+    """``artifact`` (pfc's own, for its meta data and runner) with the program read
+    from ``path`` instead: a hand-edited or foreign file of the same target and hook.
+    ValueError when the file cannot be read as that target's artifact."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    data = Path(path).read_bytes()
+    target = artifact.target
+    if target == "cbpf":
+        from pfc.prove.targets import cbpf
+        fmt = Path(path).suffix.lstrip(".")
+        if fmt not in ("asm", "c", "ddd", "bin"):
+            raise ValueError(f"{path}: a cbpf program file ends in .asm, .c, .ddd or .bin")
+        insns = cbpf.parse(data, fmt)
+        return replace(artifact, format=fmt, files={Path(path).name: data},
+                       meta=artifact.meta | {"insns": insns, "length": len(insns)})
+    if target in ("socket", "tc", "xdp"):
+        from pfc.prove.targets import ebpf
+        return ebpf.adopt(artifact, Path(path), data)
+    if target == "nft":
+        from pfc.prove.targets import nft
+        return nft.adopt(artifact, Path(path), data)
+    if target == "iptables":
+        from pfc.prove.targets import iptables
+        return iptables.adopt(artifact, Path(path), data)
+    raise ValueError(f"pfc prove has no model of target `{target}`")

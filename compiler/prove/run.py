@@ -1,0 +1,85 @@
+"""Prove one policy file on several targets: compile each, prove each artifact.
+
+``TARGET`` or ``TARGET:HOOK`` per entry, as ``pfc verify`` takes them; compiled with
+the options ``pfc verify`` uses (an nft artifact for netdev ingress on ``dut``, the
+device of the throw-away namespaces the runners use). A target that cannot express
+the policy is reported as such (an error when it was named explicitly).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pfc.build import build_artifact
+from pfc.frontend.diagnostics import CompileError
+from pfc.frontend.pipeline import Compiled
+from pfc.prove.proof import Proof, adopt, prove
+from pfc.prove.targets.cbpf import Unsupported
+
+OPTIONS = {"dev": "dut"}  # as pfc.verifier.run.RUN_OPTIONS
+
+
+@dataclass
+class TargetProof:
+    target: str
+    hook: str = ""
+    proof: Proof | None = None
+    error: str = ""  # the artifact could not be built or modelled (exit 2)
+    skipped: str = ""  # not expressible, with `--targets all`
+
+    def line(self) -> str:
+        where = f"{self.target}/{self.hook}" if self.hook else self.target
+        if self.skipped:
+            return f"{where}: not expressible ({self.skipped})"
+        if self.error:
+            return f"{where}: error: {self.error}"
+        p = self.proof
+        if p.equal:
+            return (f"{where}: proved, every frame of at most {p.bound} bytes the hook "
+                    f"sees ({p.seen} view) ({p.seconds:.2f} s)")
+        lines = [f"{where}: DIFFERS ({p.status}): policy {p.expected}, artifact "
+                 f"{p.modelled}", f"    witness (as the hook sees it): {p.witness.hex()}"]
+        if p.note:
+            lines.append("    " + p.note.replace("\n", "\n    "))
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        out = {"target": self.target, "hook": self.hook, "error": self.error or None,
+               "not_expressible": self.skipped or None}
+        p = self.proof
+        if p is not None:
+            out |= {"status": p.status, "max_len": p.bound, "view": p.seen,
+                    "seconds": round(p.seconds, 3), "expected": p.expected or None,
+                    "artifact": p.modelled or None,
+                    "witness": p.witness.hex() if p.witness else None,
+                    "wire": p.wire.hex() if p.wire else None, "note": p.note or None}
+        return out
+
+
+def prove_file(compiled: Compiled, specs: list[str], *, explicit: bool = True,
+               artifact: str | None = None, bound: int, confirm: bool = True
+               ) -> list[TargetProof]:
+    return [_one(compiled, spec, explicit, artifact, bound, confirm) for spec in specs]
+
+
+def _one(compiled: Compiled, spec: str, explicit: bool, path: str | None, bound: int,
+         confirm: bool) -> TargetProof:
+    target, _, hook = spec.partition(":")
+    result = TargetProof(target, hook)
+    built, diags = build_artifact(compiled, target, hook=hook or None,
+                                  **(OPTIONS if target == "nft" else {}))
+    if built is None:
+        what = "; ".join(d.message for d in diags)
+        if explicit:
+            result.error = what
+        else:
+            result.skipped = what
+        return result
+    result.hook = built.hook
+    try:
+        if path is not None:
+            built = adopt(built, path)
+        result.proof = prove(built, compiled.require(), bound=bound, confirm=confirm)
+    except (Unsupported, CompileError, OSError) as exc:
+        result.error = str(exc)
+    return result

@@ -1,0 +1,1 @@
+"""Per target, the artifact's behaviour as a formula: classic BPF, eBPF, nft, iptables."""

@@ -1,0 +1,298 @@
+"""eBPF instructions executed symbolically, loop-free, states merged where paths meet.
+
+Registers hold typed values, as the verifier tracks them: scalars (64-bit), the
+context pointer, packet pointers (an offset from the frame's first byte), the packet
+end, stack pointers, map pointers and map value pointers (which may be NULL), and
+pointers into read-only data sections. Memory is little-endian. Where paths meet,
+values of one kind are merged with ``If``; values of different kinds become unusable
+(a program using one is refused). A jump backwards (a loop clang did not unroll) is
+refused.
+
+What a hook gives the program: XDP ``xdp_md.data``/``data_end`` (offsets 0 and 4);
+tc and socket filters ``__sk_buff.len`` (0), ``data`` (76), ``data_end`` (80) over the
+frame from its Ethernet header (linear: ``bpf_skb_pull_data`` succeeds and changes
+nothing). Helpers (:mod:`pfc.prove.targets.ebpf_helpers`): map lookups on the contents of
+:mod:`pfc.prove.targets.ebpf`'s maps, ``bpf_skb_load_bytes``/``bpf_xdp_load_bytes``,
+``bpf_skb_store_bytes``, ``bpf_l3_csum_replace``, ``bpf_l4_csum_replace``,
+``bpf_csum_diff`` as the kernel computes them (non-``CHECKSUM_PARTIAL`` packets).
+
+Verdicts: XDP 2 passes and 1 drops, tc 0 passes and 2 drops, a socket filter keeps
+the frame when it returns its length and drops it on 0; any other return value is a
+difference from the policy. A store to a ``pfc_counters`` entry counts that entry's
+rule (packets only; the byte count is not modelled).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import z3
+
+from pfc.prove.frame import Behaviour, Frame
+from pfc.prove.targets.cbpf import Unsupported
+
+BV64 = z3.BitVecSort(64)
+TRUE = z3.BoolVal(True)
+CTX_FIELDS = {"xdp": {0: "data", 4: "end"},
+              "tc": {0: "len", 76: "data", 80: "end", 16: "protocol"},
+              "socket": {0: "len", 76: "data", 80: "end", 16: "protocol"}}
+VERDICTS = {"xdp": (2, 1), "tc": (0, 2)}  # (pass, drop)
+SIZES = {0x00: 4, 0x08: 2, 0x10: 1, 0x18: 8}
+Value = tuple
+
+
+def s64(x: int) -> z3.BitVecRef:
+    return z3.BitVecVal(x, 64)
+
+
+def scalar(v: z3.BitVecRef) -> Value:
+    return ("s", v)
+
+
+@dataclass
+class State:
+    cond: z3.BoolRef
+    regs: tuple[Value, ...]
+    stack: dict[int, z3.BitVecRef]
+    data: z3.ArrayRef
+    spills: dict[int, Value] = field(default_factory=dict)  # pointers saved on the stack
+
+    length = None  # the frame's length, for pointer differences (``at``)
+
+    def at(self, length: z3.BitVecRef) -> State:
+        self.length = length
+        return self
+
+    def reg(self, n: int) -> Value:
+        return self.regs[n]
+
+    def with_reg(self, n: int, v: Value) -> State:
+        regs = list(self.regs)
+        regs[n] = v
+        return State(self.cond, tuple(regs), self.stack, self.data, self.spills)
+
+    def guarded(self, c: z3.BoolRef) -> State:
+        return State(z3.And(self.cond, c), self.regs, self.stack, self.data, self.spills)
+
+
+def _pick(conds: list[z3.BoolRef], values: list):
+    out = values[-1]
+    for c, v in zip(reversed(conds[:-1]), reversed(values[:-1]), strict=True):
+        if not v.eq(out):
+            out = z3.If(c, v, out)
+    return out
+
+
+def _merge_values(conds: list[z3.BoolRef], values: list[Value]) -> Value:
+    kinds = {v[0] for v in values}
+    if len(kinds) != 1:
+        return ("bad",)
+    kind = values[0][0]
+    if kind in ("s", "pkt"):
+        return (kind, _pick(conds, [v[1] for v in values]))
+    if kind == "val":
+        if len({(v[1], v[3]) for v in values}) != 1:
+            return ("bad",)
+        return ("val", values[0][1], _pick(conds, [v[2] for v in values]), values[0][3],
+                _pick(conds, [v[4] for v in values]))
+    if len(set(values)) == 1:
+        return values[0]
+    return ("bad",)
+
+
+def merge(states: list[State]) -> State:
+    if len(states) == 1:
+        return states[0]
+    conds = [s.cond for s in states]
+    regs = tuple(_merge_values(conds, [s.regs[i] for s in states]) for i in range(11))
+    stack = {}
+    for slot in set().union(*[s.stack for s in states]):
+        stack[slot] = _pick(conds, [s.stack.get(slot, z3.BitVecVal(0, 8)) for s in states])
+    data = _pick(conds, [s.data for s in states])
+    spills = {}
+    for slot in set().union(*[s.spills for s in states]):
+        having = [s for s in states if slot in s.spills]
+        spills[slot] = _merge_values([s.cond for s in having],
+                                     [s.spills[slot] for s in having])
+    return State(z3.Or(*conds), regs, stack, data, spills)
+
+
+@dataclass
+class Result:
+    exits: list[tuple[z3.BoolRef, z3.BitVecRef, z3.ArrayRef]] = field(default_factory=list)
+    counted: dict[int, list[z3.BoolRef]] = field(default_factory=dict)
+
+
+class Machine:
+    def __init__(self, program, maps, hook: str, frame: Frame, count_rules: frozenset[int],
+                 step):
+        self.program, self.maps, self.hook, self.frame = program, maps, hook, frame
+        self.step = step  # pfc.prove.targets.ebpf_step.step
+        self.count_rules = count_rules
+        self.result = Result()
+
+    def run(self) -> Result:
+        insns = self.program.insns
+        n = len(insns)
+        incoming: list[list[State]] = [[] for _ in range(n + 1)]
+        regs = [("bad",)] * 11
+        regs[1], regs[10] = ("ctx", 0), ("fp", 0)
+        incoming[0].append(State(TRUE, tuple(regs), {}, self.frame.data))
+        for pc in topological(insns):
+            if not incoming[pc]:
+                continue
+            state = merge(incoming[pc])
+            for target, nxt in self.step(self, pc, insns[pc], state):
+                if not 0 <= target < n:
+                    raise Unsupported(f"instruction {pc} jumps outside the program")
+                incoming[target].append(nxt)
+        return self.result
+
+    # ------------------------------------------------------------------ memory
+
+    def load(self, s: State, base: Value, off: int, size: int) -> z3.BitVecRef:
+        kind = base[0]
+        if kind == "pkt":
+            at = z3.Extract(31, 0, base[1] + off)
+            return _le(z3.Concat(*[z3.Select(s.data, at + i) for i in range(size)][::-1])
+                       if size > 1 else z3.Select(s.data, at), size)
+        if kind == "fp":
+            at = base[1] + off
+            if size == 8 and at in s.spills:
+                return s.spills[at]
+            parts = [s.stack.get(at + i, z3.BitVecVal(0, 8)) for i in range(size)]
+            return _le(z3.Concat(*parts[::-1]) if size > 1 else parts[0], size)
+        if kind == "fpx":  # a stack byte at a computed offset
+            parts = []
+            for i in range(size):
+                at, byte = base[1] + off + i, z3.BitVecVal(0, 8)
+                for slot, value in s.stack.items():
+                    byte = z3.If(at == slot, value, byte)
+                parts.append(byte)
+            return _le(z3.Concat(*parts[::-1]) if size > 1 else parts[0], size)
+        if kind == "val":
+            return _le(self.value_bytes(base, off, size), size)
+        if kind == "ro":
+            raw = self.program.rodata[base[1]][base[2] + off:base[2] + off + size]
+            return s64(int.from_bytes(raw.ljust(size, b"\0"), "little"))
+        raise Unsupported(f"a load through a {kind} value")
+
+    def store(self, s: State, base: Value, off: int, size: int, value: z3.BitVecRef) -> State:
+        value = z3.Extract(8 * size - 1, 0, value)
+        parts = [z3.Extract(8 * i + 7, 8 * i, value) for i in range(size)]
+        kind = base[0]
+        if kind == "fp":
+            stack, at = dict(s.stack), base[1] + off
+            for i, p in enumerate(parts):
+                stack[at + i] = p
+            spills = {k: v for k, v in s.spills.items() if not at - 8 < k < at + size}
+            return State(s.cond, s.regs, stack, s.data, spills)
+        if kind == "pkt":
+            at, data = z3.Extract(31, 0, base[1] + off), s.data
+            for i, p in enumerate(parts):
+                data = z3.Store(data, at + i, p)
+            return State(s.cond, s.regs, s.stack, data, s.spills)
+        if kind == "val":
+            self.map_store(s, base, off)
+            return s
+        raise Unsupported(f"a store through a {kind} value")
+
+    def value_bytes(self, base: Value, off: int, size: int) -> z3.BitVecRef:
+        """``size`` bytes at ``off`` into the value a lookup found (little-endian as a
+        load reads them): the map's contents, zero where it holds nothing."""
+        name, key, at = base[1], base[2], base[3] + off
+        info = self.maps[name]
+        out = z3.BitVecVal(0, 8 * size)
+        for k, v in info.contents.items():
+            raw = v[at:at + size].ljust(size, b"\0")
+            if any(raw):
+                out = z3.If(key == int.from_bytes(k, "big"),
+                            z3.BitVecVal(int.from_bytes(raw, "little"), 8 * size), out)
+        return out
+
+    def spill(self, s: State, at: int, value: Value) -> State:
+        """A pointer saved on the stack (8 bytes at ``at``), given back by a load."""
+        stack = {k: v for k, v in s.stack.items() if not at <= k < at + 8}
+        spills = {k: v for k, v in s.spills.items() if not at - 8 < k < at + 8}
+        return State(s.cond, s.regs, stack, s.data, spills | {at: value})
+
+    def map_store(self, s: State, base: Value, off: int) -> None:
+        name, key = base[1], base[2]
+        info = self.maps.get(name)
+        if info is None or info.kind != "percpu_array" or base[3] + off != 0:
+            return
+        index = z3.Concat(*[z3.Extract(8 * i + 7, 8 * i, key) for i in range(4)])  # LE u32
+        for rule in self.count_rules:
+            self.result.counted.setdefault(rule, []).append(
+                z3.And(s.cond, base[4], index == rule))
+
+
+def successors(pc: int, insn) -> list[int]:
+    op, _, _, off, _ = insn
+    cls, code = op & 0x07, op & 0xF0
+    if op == 0x18:
+        return [pc + 2]
+    if cls in (0x05, 0x06):
+        if code == 0x90:
+            return []
+        if code == 0x00:
+            return [pc + 1 + off]
+        if code != 0x80:
+            return [pc + 1 + off, pc + 1]
+    return [pc + 1]
+
+
+def topological(insns) -> list[int]:
+    """The reachable instructions, each after all its predecessors (Kahn's order);
+    Unsupported if the program has a loop."""
+    seen, stack = set(), [0]
+    while stack:
+        pc = stack.pop()
+        if pc in seen or not 0 <= pc < len(insns):
+            continue
+        seen.add(pc)
+        stack += successors(pc, insns[pc])
+    indegree = {pc: 0 for pc in seen}
+    for pc in seen:
+        for t in successors(pc, insns[pc]):
+            if t in indegree:
+                indegree[t] += 1
+    ready, order = [0], []
+    while ready:
+        pc = ready.pop()
+        order.append(pc)
+        for t in successors(pc, insns[pc]):
+            if t in indegree:
+                indegree[t] -= 1
+                if indegree[t] == 0:
+                    ready.append(t)
+    if len(order) != len(seen):
+        raise Unsupported("the program has a loop: loops are not modelled")
+    return order
+
+
+def _le(value: z3.BitVecRef, size: int) -> z3.BitVecRef:
+    return z3.ZeroExt(64 - 8 * size, value)
+
+
+def behaviour(result: Result, hook: str, frame: Frame,
+              count_rules: frozenset[int]) -> Behaviour:
+    """What the exits mean for the hook (module doc)."""
+    length = z3.Extract(31, 0, z3.ZeroExt(32, frame.length))
+    passes, invalid, out = [], [], frame.data
+    for cond, r0, data in reversed(result.exits):
+        ret = z3.Extract(31, 0, r0)
+        if hook == "socket":
+            ok, bad = ret == length, z3.And(ret != 0, ret != length)
+        else:
+            good, drop = VERDICTS[hook]
+            ok, bad = ret == good, z3.And(ret != good, ret != drop)
+        passes.append(z3.And(cond, ok))
+        invalid.append(z3.And(cond, bad))
+        out = out if data.eq(out) else z3.If(z3.And(cond, ok), data, out)
+    counted = {i: z3.Or(*c) for i, c in result.counted.items()}
+    for rule in set(count_rules) - set(counted):
+        counted[rule] = z3.BoolVal(False)
+    return Behaviour(z3.Or(*passes) if passes else z3.BoolVal(False),
+                     None if hook == "socket" else out, counted,
+                     z3.Not(z3.Or(*invalid)) if invalid else TRUE)
