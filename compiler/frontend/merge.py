@@ -73,10 +73,14 @@ def _merge(group: list[ir.Match], family: ir.Family,
         return _merge_frag(group, diags)
     if _never(merged, family):
         diags.append(warning(
-            f"`{first.field}` is given {len(group)} times and no value is in all of them: "
-            "this rule can never match", _cover(group), code="never-matches",
+            f"`{first.field}` is given {_times(len(group))} and no value is in all of "
+            "them: this rule can never match", _cover(group), code="never-matches",
             hint=f"a packet has one `{first.field}`: check the values"))
     return merged
+
+
+def _times(n: int) -> str:
+    return "twice" if n == 2 else f"{n} times"
 
 
 def _cover(group: Sequence[ir.Match]) -> Span:
