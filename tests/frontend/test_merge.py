@@ -15,12 +15,7 @@ from pfc.frontend import ir
 from pfc.frontend.pipeline import Compiled, compile_text
 from pfc.oracle import gen
 from pfc.oracle.interp import run
-
-V4 = ["10.0.0.0/8", "10.1.0.0/16", "10.1.2.0/24", "10.1.2.3", "10.200.0.0/13", "0.0.0.0/0",
-      "10.0.0.0/7", "192.168.0.0/16", "192.168.1.128/25", "11.0.0.0/8"]
-V6 = ["2001:db8::/32", "2001:db8:1::/48", "2001:db8:1::5", "::/0", "fe80::/10"]
-PORTS = ["53", "0", "65535", "1-1000", "500-2000", "80-90", "0-100", "50-65535", "1024-65535"]
-FLAGS = ["syn", "ack", "syn,ack", "syn,!ack", "!ack", "rst", "fin,!syn", "!syn,!fin"]
+from tests.frontend.fuzzing import dup_rule
 
 
 def _unmerged(text: str) -> Compiled:
@@ -30,53 +25,10 @@ def _unmerged(text: str) -> Compiled:
         return compile_text(text, "p.pf")
 
 
-def _values(pool: list[str]) -> st.SearchStrategy[str]:
-    many = st.lists(st.sampled_from(pool), min_size=1, max_size=3, unique=True)
-    return st.one_of(st.sampled_from(pool), many.map(lambda xs: "{ " + ", ".join(xs) + " }"))
-
-
-@st.composite
-def _field_twice(draw) -> tuple[str, list[str]]:
-    """A protocol and 2-4 matches of one field (each maybe negated)."""
-    kind = draw(st.sampled_from(["addr4", "addr6", "addr46", "port", "ttl", "flags",
-                                 "icmp", "proto", "frag"]))
-    proto = {"port": draw(st.sampled_from(["tcp", "udp"])), "flags": "tcp",
-             "icmp": "icmp", "addr6": "ip6", "frag": "ip",
-             "proto": draw(st.sampled_from(["", "ip"]))}.get(kind, draw(
-                 st.sampled_from(["", "tcp", "udp"])))
-    field, pool = {
-        "addr4": (draw(st.sampled_from(["src", "dst"])), V4),
-        "addr6": (draw(st.sampled_from(["src", "dst"])), V6),
-        "addr46": ("src", V4 + V6),
-        "port": (draw(st.sampled_from(["sport", "dport"])), PORTS),
-        "ttl": ("ttl", ["1", "64", "1-10", "5-255", "0-4"]),
-        "icmp": ("icmp-type", ["8", "0", "3-5", "echo-request", "0-10"]),
-        "proto": ("proto", ["6", "17", "tcp", "0-10", "1-255"]),
-        "flags": ("flags", FLAGS),
-        "frag": ("frag", [""]),
-    }[kind]
-    n = draw(st.integers(2, 4))
-    matches = []
-    for _ in range(n):
-        neg = draw(st.sampled_from(["", "", "!"]))
-        if field == "frag":
-            matches.append(f"{neg}frag")
-        elif field == "flags":
-            matches.append(f"{neg}flags {draw(st.sampled_from(FLAGS))}")
-        else:
-            matches.append(f"{neg}{field} {draw(_values(pool))}")
-    return proto, matches
-
-
 @st.composite
 def _policy(draw) -> str:
     lines = [f"default {draw(st.sampled_from(['pass', 'drop']))}"]
-    for _ in range(draw(st.integers(1, 4))):
-        proto, matches = draw(_field_twice())
-        action = draw(st.sampled_from(["drop", "pass", "count"]))
-        extra = draw(st.sampled_from(["", "", "ttl 1-200", "!len 0-40"]))
-        words = [action, proto, *draw(st.permutations(matches)), extra]
-        lines.append(" ".join(w for w in words if w))
+    lines += draw(st.lists(dup_rule(), min_size=1, max_size=4))
     return "\n".join(lines) + "\n"
 
 
