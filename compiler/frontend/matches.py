@@ -205,6 +205,8 @@ def _kind_hint(field: str, atom: Atom, defined: Container[str]) -> str | None:
         return None
     if atom.value in defined:
         return f"`{atom.value}` is defined above: write `${atom.value}`"
+    if atom.value in ("any", "all"):
+        return f"leave the match out to match any value: `{field} {atom.value}` is not needed"
     if field in ("sport", "dport"):
         port = SERVICES.get(str(atom.value).lower())
         if port is not None:
