@@ -20,7 +20,6 @@ from pfc.frontend.pipeline import compile_text
 from pfc.kernel import netns
 from tests.frontend import fuzzing
 
-BATCH = 5  # inputs per hypothesis example: generating one costs more than checking it
 FUZZ = settings(deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.filter_too_much])
@@ -31,18 +30,14 @@ def test_every_terminal_of_the_grammar_has_samples() -> None:
 
 
 @pytest.mark.timeout(300)
-@settings(FUZZ, max_examples=3000 // BATCH)
-@given(st.lists(fuzzing.token_inputs(), min_size=BATCH, max_size=BATCH))
-def test_token_streams_never_raise(inputs: list[fuzzing.Input]) -> None:
-    for inp in inputs:
-        fuzzing.front_end(inp)
-
-
-@pytest.mark.timeout(300)
-@settings(FUZZ, max_examples=5000 // BATCH)
-@given(st.lists(fuzzing.mutated_inputs(), min_size=BATCH, max_size=BATCH))
-def test_mutated_policies_never_raise(inputs: list[fuzzing.Input]) -> None:
-    for inp in inputs:
+@pytest.mark.parametrize("kind,batch", [("tokens", 3), ("mutations", 5)])
+@settings(FUZZ, max_examples=1000)
+@given(data=st.data())
+def test_generated_inputs_never_raise(kind: str, batch: int, data: st.DataObject) -> None:
+    """3,000 grammar token streams and 5,000 mutated policies (several inputs per
+    example: generating one costs more than checking it)."""
+    strategy = fuzzing.token_inputs() if kind == "tokens" else fuzzing.mutated_inputs()
+    for inp in data.draw(st.lists(strategy, min_size=batch, max_size=batch)):
         fuzzing.front_end(inp)
 
 
