@@ -41,6 +41,7 @@ CRASHES = {
     f"redirect udp dport 1 to 10.0.0.1:{HUGE}": "out-of-range",
     'drop udp payload[0] == "\ud800"': "encoding",
     'set s = file "a\\x00b"\ndrop src $s': "set-file",
+    'set s = file "a\x00b"\ndrop src $s': "set-file",
 }
 
 
