@@ -151,6 +151,8 @@ def _excerpt(span: Span, sources: Mapping[str, SourceFile]) -> list[str]:
     line, col = src.position(span.start)
     end_line, end_col = src.position(max(span.start, span.end))
     text = src.line_text(line)
+    if not text.strip():
+        return []  # a caret under an empty line shows nothing
     end_col = end_col if end_line == line else len(text) + 1
     first = max(0, col - 1 - EXCERPT_MAX // 2)  # a 100,000-character line is cut
     cut = text[first:first + EXCERPT_MAX]

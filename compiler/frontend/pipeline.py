@@ -27,7 +27,7 @@ from pfc.frontend.diagnostics import (
 from pfc.frontend.parse import parse
 from pfc.frontend.shadow import shadowed
 from pfc.frontend.source import MAX_POLICY_BYTES, SourceFile
-from pfc.frontend.syntax import Module
+from pfc.frontend.syntax import Default, Module
 from pfc.frontend.text import describe_char
 
 
@@ -85,7 +85,7 @@ def _compile_source(source: SourceFile, read_set: ReadSet | None) -> Compiled:
     policy, check_diags = check(module, sources, read_set)
     diags = diags + check_diags
     if not has_errors(diags):
-        diags += shadowed(policy) + _no_rules(policy)
+        diags += shadowed(policy) + _no_rules(policy, module)
     diags.sort(key=sort_key)
     diags = capped(diags)
     return Compiled(source, module, None if has_errors(diags) else policy, diags, sources)
@@ -112,12 +112,16 @@ def text_errors(source: SourceFile) -> list[Diagnostic]:
     return []
 
 
-def _no_rules(policy: ir.Policy) -> list[Diagnostic]:
+def _no_rules(policy: ir.Policy, module: Module) -> list[Diagnostic]:
+    """A policy without rules passes (or drops) everything: say so, at its `default`
+    or else at the end of the file (where a rule would go)."""
     if policy.rules:
         return []
+    default = next((s for s in module.statements if isinstance(s, Default)), None)
+    end = len(module.source.text)
+    span = default.span if default else module.source.span(end, end)
     return [warning(f"no rules: every packet gets the default verdict `{policy.default}`",
-                    policy.default_span, hint="add rules such as `drop udp dport 53`",
-                    code="no-rules")]
+                    span, hint="add rules such as `drop udp dport 53`", code="no-rules")]
 
 
 def compile_path(path: str | Path) -> Compiled:
