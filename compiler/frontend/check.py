@@ -7,17 +7,20 @@ addresses and redirect target must agree on IPv4/IPv6).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from pfc.frontend import ir
-from pfc.frontend.diagnostics import Diagnostic, Note, error, suggest, warning
+from pfc.frontend.diagnostics import MAX_ERRORS, Diagnostic, Note, error, suggest
 from pfc.frontend.matches import address_match, flags_match, int_match, payload_match
+from pfc.frontend.merge import merge_fields
 from pfc.frontend.parse import KEYWORDS
-from pfc.frontend.source import SourceFile, Span
+from pfc.frontend.source import SourceFile, Span, read_set_source
 from pfc.frontend.syntax import Default, Define, MatchNode, Module, RuleNode, SetDecl, Target, Value
-from pfc.frontend.values import Atom, literal_atom, read_set_file
+from pfc.frontend.text import shorten, visible
+from pfc.frontend.values import Atom, decode_string, literal_atom, read_set_file
 
 ReadSet = Callable[[Path], SourceFile]
 
@@ -38,10 +41,15 @@ class Checker:
                  read_set: ReadSet | None = None):
         self.module = module
         self.sources = sources
-        self.read_set = read_set or SourceFile.read
+        self.read_set = read_set or read_set_source
         self.diags: list[Diagnostic] = []
         self.names: dict[str, Binding] = {}
         self.default: Default | None = None
+        self.declared: dict[str, Span] = {}  # every declaration's first name span
+        for stmt in module.statements:
+            if isinstance(stmt, (Define, SetDecl)):
+                self.declared.setdefault(stmt.name, stmt.name_span)
+        self.hints_left = MAX_ERRORS  # "did you mean" over the names: only while shown
 
     def run(self) -> ir.Policy:
         rules = []
@@ -74,7 +82,8 @@ class Checker:
             return False
         first = self.names.get(name)
         if first is not None:
-            self.diags.append(error(f"`{name}` is already defined", span, code="redefined",
+            self.diags.append(error(f"`{shorten(name)}` is already defined", span,
+                                    code="redefined",
                                     notes=(Note("first defined here", first.span),)))
             return False
         return True
@@ -99,19 +108,34 @@ class Checker:
         atoms = self._read_set(stmt)
         self.names[stmt.name] = Binding(stmt.name, stmt.name_span, atoms, "set", True)
 
+    def _set_path(self, stmt: SetDecl) -> Path | None:
+        """The set file's path: the string with its escapes decoded (``"q\\"b.txt"``
+        names ``q"b.txt``), relative to the policy's folder; None after an error."""
+        data = decode_string(stmt.path, self.diags)
+        if data is None:
+            return None
+        if b"\0" in data:
+            self.diags.append(error("a file name cannot hold a NUL byte", stmt.path.span,
+                                    code="set-file"))
+            return None
+        path = Path(os.fsdecode(data))
+        return path if path.is_absolute() else Path(self.module.source.name).parent / path
+
     def _read_set(self, stmt: SetDecl) -> list[Atom] | None:
-        raw = stmt.path.text[1:-1]
-        path = Path(raw)
-        if not path.is_absolute():
-            path = Path(self.module.source.name).parent / path
+        path = self._set_path(stmt)
+        if path is None:
+            return None
         try:
             src = self.read_set(path)
         except (OSError, UnicodeDecodeError) as exc:
-            self.diags.append(error(f"cannot read set file `{path}`: "
+            self.diags.append(error(f"cannot read set file `{visible(str(path))}`: "
                                     f"{getattr(exc, 'strerror', None) or exc}",
                                     stmt.path.span, code="set-file"))
             return None
         self.sources[src.name] = src
+        if src.bad_byte is not None:
+            self.diags.append(encoding_error(src))
+            return None
         atoms, diags = read_set_file(src, stmt.name)
         self.diags.extend(diags)
         if not atoms and not diags:
@@ -151,27 +175,22 @@ class Checker:
     def _lookup(self, value: Value) -> list[Atom] | None:
         binding = self.names.get(value.text)
         if binding is None:
-            later = self._later_definition(value.text)
+            later = self.declared.get(value.text)
             if later is not None:
-                self.diags.append(error(f"`${value.text}` is used before it is defined",
-                                        value.span, code="use-before-define",
+                self.diags.append(error(f"`${shorten(value.text)}` is used before it is "
+                                        "defined", value.span, code="use-before-define",
                                         notes=(Note("defined later, here", later),),
                                         hint="move the definition above its first use"))
                 return None
-            self.diags.append(error(f"`${value.text}` is not defined", value.span,
-                                    hint=_did_you_mean(value.text, self.names),
-                                    code="unknown-name"))
+            self.hints_left -= 1
+            hint = _did_you_mean(value.text, self.names) if self.hints_left > 0 else None
+            self.diags.append(error(f"`${shorten(value.text)}` is not defined", value.span,
+                                    hint=hint, code="unknown-name"))
             return None
         if binding.atoms is None:
             return None
         return [Atom(a.kind, a.value, value.span, a.text, a.origin, a.defined_at or a.span)
                 for a in binding.atoms]
-
-    def _later_definition(self, name: str) -> Span | None:
-        for stmt in self.module.statements:
-            if isinstance(stmt, (Define, SetDecl)) and stmt.name == name:
-                return stmt.name_span
-        return None
 
     # ------------------------------------------------------------------------- rules
 
@@ -187,21 +206,26 @@ class Checker:
             if match is not None:
                 matches.append(match)
                 fam.constrain_by(match)
-        self._warn_duplicates(node.matches)
         if isinstance(action, ir.Redirect):
             fam.constrain_to(action.address.version, node.target.address.span,
                              "the redirect target")
         if len(self.diags) > before and any(d.severity == "error" for d in self.diags[before:]):
             return None
+        merged, diags = merge_fields(matches, fam.result())
+        self.diags.extend(diags)
+        if any(d.severity == "error" for d in diags):
+            return None
         line = self.module.source.position(node.span.start)[0]
-        return ir.Rule(index, action, fam.result(), proto, tuple(matches), node.span,
+        return ir.Rule(index, action, fam.result(), proto, merged, node.span,
                        proto_name, line)
 
     def _action(self, node: RuleNode) -> ir.Action | None:
         span = node.action_span
         if node.target is not None and node.action != "redirect":
             self.diags.append(error(f"`to` belongs to `redirect`, not `{node.action}`",
-                                    node.target.span, code="stray-to"))
+                                    node.target.span, code="stray-to",
+                                    hint="to match the destination, write `dst ADDRESS` "
+                                    "(and `dport PORT`)"))
         if node.action == "drop":
             return ir.Drop(span)
         if node.action in ("pass", "accept"):
@@ -260,10 +284,10 @@ class Checker:
         set_name = node.value.text if self._is_list(node.value) and \
             node.value.kind == "var" else None
         if node.field in ("src", "dst"):
-            return address_match(node, atoms, set_name, self.diags)
+            return address_match(node, atoms, set_name, self.diags, self.declared)
         if node.field == "payload":
             return payload_match(node, atoms, self.diags)
-        return int_match(node, atoms, proto, set_name, self.diags)
+        return int_match(node, atoms, proto, set_name, self.diags, self.declared)
 
     def _requires(self, node: MatchNode, info: ir.FieldInfo, rule: RuleNode,
                   proto: int | None) -> bool:
@@ -281,15 +305,6 @@ class Checker:
         self.diags.append(error(f"`{node.field}` needs {names}; {has}", node.field_span,
                                 hint=hint, code="needs-protocol"))
         return False
-
-    def _warn_duplicates(self, matches: tuple[MatchNode, ...]) -> None:
-        seen: dict[str, MatchNode] = {}
-        for m in matches:
-            if m.field in seen and m.field != "payload":
-                self.diags.append(warning(f"`{m.field}` is given twice: both must hold",
-                                          m.field_span, code="duplicate",
-                                          notes=(Note("first here", seen[m.field].span),)))
-            seen.setdefault(m.field, m)
 
 
 class _Family:
@@ -332,6 +347,14 @@ class _Family:
         return ir.Family.ANY if self.any else ir.Family.of_versions(self.versions)
 
 
+def encoding_error(source: SourceFile) -> Diagnostic:
+    """"not UTF-8" at the first bad byte of a file read with ``bad_byte`` set."""
+    offset, byte = source.bad_byte or (0, 0)
+    return error(f"not UTF-8: byte 0x{byte:02x}", source.span(offset, offset + 1),
+                 hint="pfc reads UTF-8 (ASCII is fine); convert the file, e.g. "
+                 "`iconv -f latin1 -t utf-8`", code="encoding")
+
+
 def _via(atom: Atom, name: str) -> Atom:
     return Atom(atom.kind, atom.value, atom.span, atom.text, atom.origin or name,
                 atom.defined_at)
@@ -339,7 +362,7 @@ def _via(atom: Atom, name: str) -> Atom:
 
 def _did_you_mean(name: str, names: dict[str, Binding]) -> str | None:
     return suggest(name, names) or (None if names else "define it first: `define "
-                                    f"{name} = ...`")
+                                    f"{shorten(name)} = ...`")
 
 
 def check(module: Module, sources: dict[str, SourceFile],

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import ipaddress
 
-from pfc.frontend.diagnostics import Diagnostic
+from pfc.frontend.diagnostics import Diagnostic, capped
 from pfc.frontend.parse import parse
+from pfc.frontend.pipeline import text_errors
 from pfc.frontend.source import SourceFile
 from pfc.frontend.syntax import (
     Comment,
@@ -29,10 +30,15 @@ from pfc.frontend.syntax import (
 
 
 def format_source(source: SourceFile) -> tuple[str | None, list[Diagnostic]]:
-    """The formatted text, or None and the syntax diagnostics."""
-    module, diags = parse(source)
+    """The formatted text, or None and the diagnostics (syntax errors, a file that is
+    not UTF-8, text that is not valid Unicode). Never raises. A leading byte-order
+    mark is dropped."""
+    diags = text_errors(source)
     if diags:
         return None, diags
+    module, diags = parse(source)
+    if diags:
+        return None, capped(diags)
     return format_module(module), []
 
 

@@ -6,31 +6,46 @@ protocol number, and returns the IR match or None after appending diagnostics.
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import Diagnostic, error, suggest, warning
 from pfc.frontend.syntax import MatchNode
-from pfc.frontend.values import KIND_WORDS, Atom, atom_error, parse_int
+from pfc.frontend.text import shorten
+from pfc.frontend.values import KIND_WORDS, Atom, atom_error, read_number, shown_int
 
 MAX_PAYLOAD_LEN = 16
 MAX_PAYLOAD_OFFSET = 65535
 
 
+# Well-known services, for the hint on `dport ssh` (pfc does not read /etc/services:
+# the meaning of a policy must not depend on the machine that compiles it).
+SERVICES = {"ftp": 21, "ssh": 22, "telnet": 23, "smtp": 25, "dns": 53, "domain": 53,
+            "dhcp": 67, "bootps": 67, "bootpc": 68, "tftp": 69, "http": 80, "www": 80,
+            "pop3": 110, "ntp": 123, "imap": 143, "snmp": 161, "bgp": 179, "ldap": 389,
+            "https": 443, "smtps": 465, "syslog": 514, "submission": 587, "ldaps": 636,
+            "imaps": 993, "pop3s": 995, "openvpn": 1194, "mysql": 3306, "rdp": 3389,
+            "postgres": 5432, "postgresql": 5432, "redis": 6379, "http-alt": 8080}
+
+
 def address_match(node: MatchNode, atoms: list[Atom], set_name: str | None,
-                  diags: list[Diagnostic]) -> ir.AddrMatch | None:
+                  diags: list[Diagnostic],
+                  defined: Container[str] = ()) -> ir.AddrMatch | None:
     bad = [a for a in atoms if a.kind != "addr"]
     if bad:
-        diags.append(_wrong_kind(node.field, "addresses or prefixes", bad[0]))
+        diags.append(_wrong_kind(node.field, "addresses or prefixes", bad[0], defined))
         return None
     prefixes = tuple(dict.fromkeys(a.value for a in atoms))
     return ir.AddrMatch(node.field, prefixes, node.negated, node.span, set_name)
 
 
 def int_match(node: MatchNode, atoms: list[Atom], proto: int | None, set_name: str | None,
-              diags: list[Diagnostic]) -> ir.IntMatch | None:
+              diags: list[Diagnostic],
+              defined: Container[str] = ()) -> ir.IntMatch | None:
     info = ir.FIELDS[node.field]
     ranges = []
     for atom in atoms:
-        r = _int_range(node.field, atom, proto, info.maximum, diags)
+        r = _int_range(node.field, atom, proto, info.maximum, diags, defined)
         if r is None:
             return None
         ranges.append(r)
@@ -38,9 +53,9 @@ def int_match(node: MatchNode, atoms: list[Atom], proto: int | None, set_name: s
 
 
 def _int_range(field: str, atom: Atom, proto: int | None, maximum: int | None,
-               diags: list[Diagnostic]) -> tuple[int, int] | None:
+               diags: list[Diagnostic], defined: Container[str] = ()) -> tuple[int, int] | None:
     if atom.kind == "name":
-        number = _named_number(field, atom, proto, diags)
+        number = _named_number(field, atom, proto, diags, defined)
         return None if number is None else (number, number)
     if atom.kind == "int":
         lo = hi = atom.value
@@ -50,21 +65,21 @@ def _int_range(field: str, atom: Atom, proto: int | None, maximum: int | None,
         diags.append(_wrong_kind(field, ir.FIELDS[field].values, atom))
         return None
     if maximum is not None and hi > maximum:
-        diags.append(atom_error(f"{hi} is out of range for `{field}` (0-{maximum})", atom,
-                                code="out-of-range"))
+        diags.append(atom_error(f"{shown_int(hi)} is out of range for `{field}` "
+                                f"(0-{maximum})", atom, code="out-of-range"))
         return None
     return lo, hi
 
 
 def _named_number(field: str, atom: Atom, proto: int | None,
-                  diags: list[Diagnostic]) -> int | None:
+                  diags: list[Diagnostic], defined: Container[str] = ()) -> int | None:
     if field == "proto":
         table, what = ir.PROTO_NUMBERS, "protocol"
     elif field == "icmp-type":
         table = ir.ICMP6_TYPES if proto == ir.ICMP6 else ir.ICMP_TYPES
         what = "ICMPv6 type" if proto == ir.ICMP6 else "ICMP type"
     else:
-        diags.append(_wrong_kind(field, ir.FIELDS[field].values, atom))
+        diags.append(_wrong_kind(field, ir.FIELDS[field].values, atom, defined))
         return None
     if atom.value in table:
         return table[atom.value]
@@ -122,15 +137,21 @@ def flags_match(node: MatchNode, diags: list[Diagnostic]) -> ir.FlagsMatch | Non
 
 def payload_match(node: MatchNode, atoms: list[Atom],
                   diags: list[Diagnostic]) -> ir.PayloadMatch | None:
-    offset = parse_int(node.offset.text)
-    length = parse_int(node.length.text) if node.length is not None else None
+    offset = read_number(node.offset.text, node.offset.span, diags)
+    length = None
+    if node.length is not None:
+        length = read_number(node.length.text, node.length.span, diags)
+        if length is None:
+            return None
+    if offset is None:
+        return None
     if offset > MAX_PAYLOAD_OFFSET:
-        diags.append(error(f"payload offset {offset} is too large (at most "
+        diags.append(error(f"payload offset {shown_int(offset)} is too large (at most "
                            f"{MAX_PAYLOAD_OFFSET})", node.offset.span, code="out-of-range"))
         return None
     if length is not None and not 1 <= length <= MAX_PAYLOAD_LEN:
-        diags.append(error(f"payload length {length} is out of range (1-{MAX_PAYLOAD_LEN})",
-                           node.length.span, code="out-of-range"))
+        diags.append(error(f"payload length {shown_int(length)} is out of range "
+                           f"(1-{MAX_PAYLOAD_LEN})", node.length.span, code="out-of-range"))
         return None
     if len(atoms) != 1:
         diags.append(error("`payload` compares with one value, not a list", node.value.span,
@@ -153,8 +174,8 @@ def _payload_bytes(atom: Atom, length: int | None, diags: list[Diagnostic]) -> b
         data = bytes.fromhex(digits)
     elif atom.kind == "int" and want == 1:
         if atom.value > 255:
-            diags.append(atom_error(f"{atom.value} does not fit in one byte (0-255)", atom,
-                                    code="out-of-range"))
+            diags.append(atom_error(f"{shown_int(atom.value)} does not fit in one byte "
+                                    "(0-255)", atom, code="out-of-range"))
             return None
         data = bytes([atom.value])
     else:
@@ -164,13 +185,31 @@ def _payload_bytes(atom: Atom, length: int | None, diags: list[Diagnostic]) -> b
     if len(data) != want:
         window = f"payload[...:{length}]" if length else "payload[...]"
         diags.append(atom_error(f"{window} compares {want} byte{'s' * (want > 1)}; "
-                                f"`{atom.text}` is {len(data)}", atom,
+                                f"`{shorten(atom.text)}` is {len(data)}", atom,
                                 hint=f"write {want} bytes, e.g. 0x{'00' * want}",
                                 code="bad-length"))
         return None
     return data
 
 
-def _wrong_kind(field: str, wanted: str, atom: Atom) -> Diagnostic:
-    return atom_error(f"`{field}` needs {wanted}; `{atom.text}` is {KIND_WORDS[atom.kind]}",
-                      atom, code="wrong-type")
+def _wrong_kind(field: str, wanted: str, atom: Atom,
+                defined: Container[str] = ()) -> Diagnostic:
+    return atom_error(f"`{field}` needs {wanted}; `{shorten(atom.text)}` is "
+                      f"{KIND_WORDS[atom.kind]}", atom, code="wrong-type",
+                      hint=_kind_hint(field, atom, defined))
+
+
+def _kind_hint(field: str, atom: Atom, defined: Container[str]) -> str | None:
+    """``$lan`` for a defined name written bare; the number of a well-known service."""
+    if atom.kind != "name":
+        return None
+    if atom.value in defined:
+        return f"`{atom.value}` is defined above: write `${atom.value}`"
+    if atom.value in ("any", "all"):
+        return f"leave the match out to match any value: `{field} {atom.value}` is not needed"
+    if field in ("sport", "dport"):
+        port = SERVICES.get(str(atom.value).lower())
+        if port is not None:
+            return f"ports are numbers: `{atom.value}` is {port}, write `{field} {port}`"
+        return "ports are numbers (0-65535); pfc does not look up service names"
+    return None

@@ -16,8 +16,9 @@ from importlib import resources
 import lark
 from lark import Token
 
-from pfc.frontend.diagnostics import Diagnostic, error, suggest
-from pfc.frontend.source import SourceFile, Span
+from pfc.frontend.diagnostics import MAX_ERRORS, Diagnostic, error
+from pfc.frontend.hints import KEYWORDS, char_hint, char_message, comma_hint, name_hint, range_hint
+from pfc.frontend.source import BOM, SourceFile, Span
 from pfc.frontend.syntax import (
     Comment,
     Default,
@@ -30,11 +31,9 @@ from pfc.frontend.syntax import (
     Target,
     Value,
 )
+from pfc.frontend.text import shorten
 
-KEYWORDS = ("define", "set", "file", "default", "to", "drop", "pass", "accept", "count",
-            "redirect", "all", "ip", "ip6", "tcp", "udp", "icmp", "icmp6", "src", "dst",
-            "sport", "dport", "proto", "icmp-type", "ttl", "len", "flags", "frag", "payload")
-
+__all__ = ["KEYWORDS", "logical_lines", "parse"]
 _MATCH = "a match (src dst sport dport proto flags icmp-type ttl len frag payload)"
 _EXPECTED = {
     "FIELD": _MATCH, "FLAGS": _MATCH, "FRAG": _MATCH, "PAYLOAD": _MATCH, "NOT": "`!`",
@@ -70,12 +69,14 @@ def _parse_text(text: str, name: str, base: int) -> list:
 
 
 def parse(source: SourceFile) -> tuple[Module, list[Diagnostic]]:
-    """Parse a whole file. Never raises on any text."""
+    """Parse a whole file. Never raises on any text. A byte-order mark at the very start
+    is read as a space (offsets stay those of the text); anywhere else it is an error."""
     comments = tuple(_scan_comments(source))
+    text = " " + source.text[1:] if source.text.startswith(BOM) else source.text
     try:
-        statements = _parse_text(source.text, source.name, 0)
+        statements = _parse_text(text, source.name, 0)
     except lark.exceptions.LarkError:
-        statements, diags = _parse_lines(source)
+        statements, diags = _parse_lines(source, text)
         return Module(source, tuple(statements), comments), diags
     return Module(source, tuple(statements), comments), []
 
@@ -84,14 +85,37 @@ def _terminated(text: str) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
-def _parse_lines(source: SourceFile) -> tuple[list, list[Diagnostic]]:
+def _parse_lines(source: SourceFile, text: str) -> tuple[list, list[Diagnostic]]:
     statements, diags = [], []
-    for start, end in logical_lines(source.text):
+    context = _Context(source, text)
+    for start, end in logical_lines(text):
         try:
-            statements.extend(_parse_text(source.text[start:end], source.name, start))
+            statements.extend(_parse_text(text[start:end], source.name, start))
         except lark.exceptions.LarkError as exc:
-            diags.append(_syntax_diagnostic(exc, source, start))
+            if len(diags) < MAX_ERRORS:
+                diags.append(_syntax_diagnostic(exc, context, start, end))
+            else:  # never shown (the pipeline reports the first MAX_ERRORS): only counted
+                diags.append(error("syntax error", Span(source.name, start, start),
+                                   code="syntax"))
     return statements, diags
+
+
+_DECLARED = re.compile(r"^[ \t]*(?:define|set)[ \t]+([A-Za-z_][A-Za-z0-9_-]*)", re.M)
+
+
+class _Context:
+    """What hints may look at: the text and (found once, on the first use) the names
+    it declares."""
+
+    def __init__(self, source: SourceFile, text: str):
+        self.source, self.text = source, text
+        self._declared: frozenset[str] | None = None
+
+    @property
+    def declared(self) -> frozenset[str]:
+        if self._declared is None:
+            self._declared = frozenset(_DECLARED.findall(self.text))
+        return self._declared
 
 
 _SPECIAL = re.compile(r'[\\"#\n]')  # the characters logical_lines acts on
@@ -158,43 +182,42 @@ def _comment_start(line: str) -> int | None:
 
 # ---------------------------------------------------------------------- syntax errors
 
-def _syntax_diagnostic(exc: lark.exceptions.LarkError, source: SourceFile,
-                       base: int) -> Diagnostic:
+def _syntax_diagnostic(exc: lark.exceptions.LarkError, ctx: _Context, base: int,
+                       end: int) -> Diagnostic:
+    name = ctx.source.name
     if isinstance(exc, lark.exceptions.UnexpectedCharacters):
         pos = base + exc.pos_in_stream
-        char = source.text[pos:pos + 1]
-        return error(f"unexpected character `{char}`", Span(source.name, pos, pos + 1),
-                     hint=_char_hint(char), code="syntax")
+        char = ctx.text[pos:pos + 1]
+        return error(char_message(char), Span(name, pos, pos + 1), hint=char_hint(char),
+                     code="syntax")
     if isinstance(exc, lark.exceptions.UnexpectedToken):
-        return _token_diagnostic(exc, source, base)
-    pos = base
-    return error("unexpected end of input", Span(source.name, pos, pos), code="syntax")
+        return _token_diagnostic(exc, ctx, base, end)
+    return error("unexpected end of input", Span(name, base, base), code="syntax")
 
 
-def _token_diagnostic(exc: lark.exceptions.UnexpectedToken, source: SourceFile,
-                      base: int) -> Diagnostic:
+def _token_diagnostic(exc: lark.exceptions.UnexpectedToken, ctx: _Context,
+                      base: int, end: int) -> Diagnostic:
     tok = exc.token
     expected = sorted({_EXPECTED.get(t, t) for t in exc.expected})
     if tok.type in ("_NL", "$END"):
         pos = base + (tok.start_pos if tok.start_pos is not None else 0)
-        span = Span(source.name, pos, pos)
+        span = Span(ctx.source.name, pos, pos)
         found = "end of line"
     else:
-        span = Span(source.name, base + tok.start_pos, base + tok.end_pos)
-        found = f"`{tok}`"
+        span = Span(ctx.source.name, base + tok.start_pos, base + tok.end_pos)
+        found = f"`{shorten(str(tok))}`"
     message = f"unexpected {found}; expected {_join(expected)}"
-    hint = suggest(str(tok), KEYWORDS) if tok.type == "NAME" else None
-    if hint is None and tok.type == "NAME" and "a name" not in expected:
-        hint = f"`{tok}` is not a keyword here; names are used as `${tok}`"
+    before, after = ctx.text[base:span.start], ctx.text[span.end:end]
+    hint = None
+    if before.split()[-1:] == ["to"] and not before.lstrip().startswith("redirect"):
+        hint = "`to` is only for `redirect`: to match the destination, write `dst ADDRESS`"
+    elif tok.type == "NAME":
+        hint = name_hint(str(tok), exc.expected, before, after, ctx.declared)
+    elif tok.type == "COMMA":
+        hint = comma_hint(before, after)
+    elif tok.type == "MINUS":
+        hint = range_hint(before, after)
     return error(message, span, hint=hint, code="syntax")
-
-
-def _char_hint(char: str) -> str | None:
-    if char == "'":
-        return 'strings use double quotes: "..."'
-    if char == ";":
-        return "one rule per line; no `;` needed"
-    return None
 
 
 def _join(items: list[str]) -> str:

@@ -7,18 +7,28 @@ The CLI, the language server, ``pfc verify`` and ``pfc load`` all call
 from __future__ import annotations
 
 import gc
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pfc.frontend import ir
-from pfc.frontend.check import ReadSet, check
-from pfc.frontend.diagnostics import CompileError, Diagnostic, has_errors, sort_key
+from pfc.frontend.check import ReadSet, check, encoding_error
+from pfc.frontend.diagnostics import (
+    CompileError,
+    Diagnostic,
+    capped,
+    error,
+    has_errors,
+    sort_key,
+    warning,
+)
 from pfc.frontend.parse import parse
 from pfc.frontend.shadow import shadowed
-from pfc.frontend.source import SourceFile
-from pfc.frontend.syntax import Module
+from pfc.frontend.source import MAX_POLICY_BYTES, SourceFile
+from pfc.frontend.syntax import Default, Module
+from pfc.frontend.text import describe_char
 
 
 @dataclass
@@ -68,16 +78,54 @@ def compile_source(source: SourceFile, read_set: ReadSet | None = None) -> Compi
 
 def _compile_source(source: SourceFile, read_set: ReadSet | None) -> Compiled:
     sources = {source.name: source}
+    unreadable = text_errors(source)
+    if unreadable:
+        return Compiled(source, Module(source, (), ()), None, unreadable, sources)
     module, diags = parse(source)
     policy, check_diags = check(module, sources, read_set)
     diags = diags + check_diags
     if not has_errors(diags):
-        diags += shadowed(policy)
+        diags += shadowed(policy) + _no_rules(policy, module)
     diags.sort(key=sort_key)
+    diags = capped(diags)
     return Compiled(source, module, None if has_errors(diags) else policy, diags, sources)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_errors(source: SourceFile) -> list[Diagnostic]:
+    """Why a text cannot be read as a policy at all: not UTF-8 (a file), a lone
+    surrogate (text handed over in-process, e.g. by an editor), or more than
+    ``MAX_POLICY_BYTES`` characters. Empty when it can."""
+    if source.bad_byte is not None:
+        return [encoding_error(source)]
+    if len(source.text) > MAX_POLICY_BYTES:
+        return [error(f"the policy is {len(source.text):,} characters long; pfc reads at "
+                      f"most {MAX_POLICY_BYTES >> 20} MiB", source.span(0, 0),
+                      code="too-large")]
+    bad = _SURROGATE.search(source.text)
+    if bad is not None:
+        return [error(f"{describe_char(bad.group())} in the text", source.span(
+            bad.start(), bad.start() + 1), hint="the text is not valid Unicode",
+            code="encoding")]
+    return []
+
+
+def _no_rules(policy: ir.Policy, module: Module) -> list[Diagnostic]:
+    """A policy without rules passes (or drops) everything: say so, at its `default`
+    or else at the end of the file (where a rule would go)."""
+    if policy.rules:
+        return []
+    default = next((s for s in module.statements if isinstance(s, Default)), None)
+    end = len(module.source.text)
+    span = default.span if default else module.source.span(end, end)
+    return [warning(f"no rules: every packet gets the default verdict `{policy.default}`",
+                    span, hint="add rules such as `drop udp dport 53`", code="no-rules")]
+
+
 def compile_path(path: str | Path) -> Compiled:
+    """Compile a policy file (OSError if it cannot be read: see ``SourceFile.read``)."""
     return compile_source(SourceFile.read(path))
 
 

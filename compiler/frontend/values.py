@@ -17,6 +17,7 @@ from pfc.frontend.diagnostics import Diagnostic, Note, error, warning
 from pfc.frontend.ir import IPNetwork
 from pfc.frontend.source import SourceFile, Span
 from pfc.frontend.syntax import Value
+from pfc.frontend.text import describe_char, is_plain, shorten
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,10 @@ def atom_error(message: str, atom: Atom, hint: str | None = None,
 KIND_WORDS = {"addr": "an address", "int": "a number", "range": "a range",
               "name": "a name", "bytes": "a string"}
 
-_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|.)", re.S)
+_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{0,2}|.)", re.S)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+MAX_NUMBER_CHARS = 64  # a number written longer is an error (0x + 32 hex digits fit)
+MAX_PREFIX_DIGITS = 3
 
 
 def parse_address(text: str, span: Span, diags: list[Diagnostic]) -> IPNetwork | None:
@@ -56,13 +60,15 @@ def parse_address(text: str, span: Span, diags: list[Diagnostic]) -> IPNetwork |
     try:
         host = ipaddress.ip_address(address)
     except ValueError:
-        diags.append(error(f"`{address}` is not a valid IPv{6 if ':' in address else 4} "
-                           "address", span, code="bad-address"))
-        return None
-    if length and int(length) > host.max_prefixlen:
-        diags.append(error(f"prefix length /{length} is longer than {host.max_prefixlen}, "
-                           f"the bits of an IPv{host.version} address", span,
+        diags.append(error(f"`{shorten(address)}` is not a valid "
+                           f"IPv{6 if ':' in address else 4} address", span,
                            code="bad-address"))
+        return None
+    if length and (len(length.lstrip("0")) > MAX_PREFIX_DIGITS
+                   or int(length) > host.max_prefixlen):
+        diags.append(error(f"prefix length /{shorten(length)} is longer than "
+                           f"{host.max_prefixlen}, the bits of an IPv{host.version} "
+                           "address", span, code="bad-address"))
         return None
     net = ipaddress.ip_network(f"{host}/{int(length) if length else host.max_prefixlen}",
                                strict=False)
@@ -74,20 +80,48 @@ def parse_address(text: str, span: Span, diags: list[Diagnostic]) -> IPNetwork |
 
 
 def parse_int(text: str) -> int:
+    """A NUMBER token's value; only for text ``read_number`` (or the token's own
+    grammar with a length check) has let through: Python refuses to convert decimal
+    strings of more than 4,300 digits."""
     return int(text, 16) if text.lower().startswith("0x") else int(text)
+
+
+def read_number(text: str, span: Span, diags: list[Diagnostic]) -> int | None:
+    """A decimal or ``0x`` number as written, or None after an error when it is longer
+    than ``MAX_NUMBER_CHARS`` (no field of pfc takes a number that long)."""
+    if len(text) > MAX_NUMBER_CHARS:
+        diags.append(error(f"number `{shorten(text)}` is too long: {len(text):,} "
+                           f"characters (at most {MAX_NUMBER_CHARS})", span,
+                           code="out-of-range"))
+        return None
+    return parse_int(text)
+
+
+def shown_int(n: int) -> str:
+    """An integer for a message; a huge one in hex, cut short (hex formatting has no
+    digit limit, decimal does)."""
+    return shorten(hex(n), 24) if n.bit_length() > 64 else str(n)
 
 
 def decode_string(value: Value, diags: list[Diagnostic]) -> bytes | None:
     """A double-quoted string with ``\\\\``, ``\\"`` and ``\\xHH`` escapes → bytes (UTF-8)."""
     body = value.text[1:-1]
-    bad = [m for m in _ESCAPE.finditer(body) if m.group(1) not in ("\\", '"')
-           and not m.group(1).startswith("x")]
-    if bad:
-        m = bad[0]
-        start = value.span.start + 1 + m.start()
-        diags.append(error(f"unknown escape `{m.group(0)}` in string",
-                           Span(value.span.file, start, start + len(m.group(0))),
-                           hint='strings know only \\\\, \\" and \\xHH', code="bad-escape"))
+    bad = next((m for m in _ESCAPE.finditer(body) if not _known_escape(m.group(1))), None)
+    if bad is not None:
+        start = value.span.start + 1 + bad.start()
+        esc = bad.group(0)
+        why = (f"bad escape `{esc}` in string: `\\x` takes two hex digits" if esc[1] == "x"
+               else f"unknown escape `{esc}` in string")
+        diags.append(error(why,
+                           Span(value.span.file, start, start + len(esc)),
+                           hint='strings know only \\\\, \\" and \\xHH (e.g. \\x41)',
+                           code="bad-escape"))
+        return None
+    surrogate = _SURROGATE.search(body)
+    if surrogate is not None:
+        start = value.span.start + 1 + surrogate.start()
+        diags.append(error(f"{describe_char(surrogate.group())} in a string",
+                           Span(value.span.file, start, start + 1), code="bad-char"))
         return None
     out = bytearray()
     pos = 0
@@ -100,15 +134,22 @@ def decode_string(value: Value, diags: list[Diagnostic]) -> bytes | None:
     return bytes(out)
 
 
+def _known_escape(esc: str) -> bool:
+    return esc in ("\\", '"') or (len(esc) == 3 and esc[0] == "x")
+
+
 def literal_atom(value: Value, diags: list[Diagnostic]) -> Atom | None:
     """A single (non-list, non-variable) value → Atom, or None after a diagnostic."""
     if value.kind in ("ipv4", "ipv6"):
         net = parse_address(value.text, value.span, diags)
         return Atom("addr", net, value.span, value.text) if net is not None else None
     if value.kind == "number":
-        return Atom("int", parse_int(value.text), value.span, value.text)
+        number = read_number(value.text, value.span, diags)
+        return None if number is None else Atom("int", number, value.span, value.text)
     if value.kind == "range":
-        lo, hi = (parse_int(v.text) for v in value.items)
+        lo, hi = (read_number(v.text, v.span, diags) for v in value.items)
+        if lo is None or hi is None:
+            return None
         if lo > hi:
             diags.append(error(f"range `{value.text}` is empty: {lo} > {hi}", value.span,
                                hint=f"write `{hi}-{lo}`", code="bad-range"))
@@ -168,7 +209,7 @@ def fast_network(entry: str) -> IPNetwork | None:
     family, bits, network = _PTON[":" in address]
     try:
         value = int.from_bytes(socket.inet_pton(family, address), "big")
-    except OSError:
+    except (OSError, ValueError, UnicodeError):  # ValueError: a NUL in the entry
         return None
     if slash:
         if not (length.isascii() and length.isdigit() and len(length) <= 3):
@@ -183,17 +224,22 @@ def fast_network(entry: str) -> IPNetwork | None:
 
 def _set_entry(entry: str, span: Span, diags: list[Diagnostic]) -> Atom | None:
     if _NUMBER.match(entry):
-        return Atom("int", parse_int(entry), span, entry)
+        number = read_number(entry, span, diags)
+        return None if number is None else Atom("int", number, span, entry)
     m = _RANGE.match(entry)
     if m:
         return literal_atom(Value("range", entry, span, (
             Value("number", m.group(1), span), Value("number", m.group(2), span))), diags)
-    try:
-        return Atom("addr", ipaddress.ip_network(entry, strict=False), span, entry)
-    except ValueError:
-        diags.append(error(f"`{entry}` is not an address, prefix, port or port range",
-                           span, code="bad-set-entry"))
-        return None
+    odd = next((c for c in entry if not is_plain(c)), None)
+    if odd is None and len(entry) <= 2 * MAX_NUMBER_CHARS:
+        try:
+            return Atom("addr", ipaddress.ip_network(entry, strict=False), span, entry)
+        except ValueError:
+            pass
+    why = f": it holds {describe_char(odd)}" if odd is not None else ""
+    diags.append(error(f"`{shorten(entry)}` is not an address, prefix, port or port "
+                       f"range{why}", span, code="bad-set-entry"))
+    return None
 
 
 def _check_one_kind(atoms: list[Atom], diags: list[Diagnostic]) -> None:

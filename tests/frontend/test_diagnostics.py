@@ -16,10 +16,11 @@ CASES = sorted(BAD.glob("*.pf"))
 
 
 def _compile(path: Path):
-    # Relative names keep the golden text independent of where the tree lives.
-    source = SourceFile(f"tests/bad/{path.name}", path.read_text())
-    return compile_source(source, read_set=lambda p: SourceFile(
-        f"tests/bad/{p.name}", (BAD / p.name).read_text()))
+    # Relative names keep the golden text independent of where the tree lives; the
+    # bytes are decoded as SourceFile.read does (some cases are not UTF-8).
+    source = SourceFile.decode(f"tests/bad/{path.name}", path.read_bytes())
+    return compile_source(source, read_set=lambda p: SourceFile.decode(
+        f"tests/bad/{p.name}", (BAD / p.name).read_bytes()))
 
 
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
