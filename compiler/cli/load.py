@@ -16,6 +16,7 @@ import time
 from pfc import api
 from pfc.backends.base import check_dev
 from pfc.cli.common import Command, UsageError, load, print_diagnostics
+from pfc.cli.output import shown
 from pfc.deploy import load as loading
 from pfc.frontend.diagnostics import CompileError
 
@@ -24,9 +25,9 @@ SOCKET_HINT = ("socket filters (socket, cbpf) are attached by the application: "
 
 
 def _fail(command: str, exc: loading.LoadError) -> int:
-    print(printable(f"pfc {command}: error: {exc.cause}"), file=sys.stderr)
+    print(shown(f"pfc {command}: error: {exc.cause}"), file=sys.stderr)
     if exc.hint:
-        print(printable(f"hint: {exc.hint}"), file=sys.stderr)
+        print(shown(f"hint: {exc.hint}"), file=sys.stderr)
     return 2
 
 
@@ -93,8 +94,8 @@ def _load(args: argparse.Namespace) -> int:
     except loading.LoadError as exc:
         return _fail("load", exc)
     for message in result.messages:
-        print(printable(message), file=sys.stderr)
-    print(printable(f"loaded {args.file} on {dev} ({_place(result.record)})"))
+        print(shown(message), file=sys.stderr)
+    print(shown(f"loaded {args.file} on {dev} ({_place(result.record)})"))
     return 0
 
 
@@ -142,7 +143,7 @@ def _unload(args: argparse.Namespace) -> int:
     except loading.LoadError as exc:
         return _fail("unload", exc)
     for message in result.messages:
-        print(printable(message))
+        print(shown(message))
     return 0
 
 
@@ -174,15 +175,6 @@ def _status_args(p: argparse.ArgumentParser) -> None:
                    help="seconds between refreshes with --watch (default 1)")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
-
-def printable(text: str) -> str:
-    """User text for a terminal: control and invisible format characters escaped
-    (``\x1b``, ``\u200e``), so a rule's text can never move the cursor or hide."""
-    import unicodedata
-
-    return "".join(ch if ch in "\t" or unicodedata.category(ch)[0] != "C"
-                   else (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
-                   for ch in text)
 
 
 Rates = dict[tuple, float]  # (netns, dev, target, rule key) → packets per second
@@ -266,12 +258,12 @@ def render(report: loading.Report, rate: Rates | None = None):
     from rich.console import Group
     from rich.text import Text
 
-    parts = [Text(printable(m), style="yellow") for m in report.warnings + report.messages]
+    parts = [Text(shown(m), style="yellow") for m in report.warnings + report.messages]
     if not report.entries:
         parts.append(Text("nothing loaded by pfc" + (" in this namespace" if report.gone
                                                       or report.elsewhere else "")))
         if report.elsewhere:
-            parts.append(Text(printable(
+            parts.append(Text(shown(
                 f"note: pfc loaded policies in other namespaces ({', '.join(report.elsewhere)})"
                 ": `pfc status --all`, or --netns NS")))
     for s in report.entries:
@@ -281,7 +273,7 @@ def render(report: loading.Report, rate: Rates | None = None):
         for r in report.gone:
             spaces.setdefault(r.netns, []).append(f"{r.target} on {r.dev}")
         which = "; ".join(f"{ns} ({', '.join(what)})" for ns, what in spaces.items())
-        parts.append(Text(printable(
+        parts.append(Text(shown(
             f"removed the records of namespaces that no longer exist: {which}"
             if report.pruned else f"note: records of namespaces that no longer exist: "
             f"{which}; `pfc status --prune` removes them")))
@@ -316,7 +308,7 @@ def _table(s: loading.Status, rate: Rates | None):
 def _cells(s: loading.Status, key, texts: list[str], p, b, rate: Rates | None) -> list:
     from rich.text import Text
 
-    cells = [Text(printable(t)) for t in texts]
+    cells = [Text(shown(t)) for t in texts]
     cells += [Text("-" if v is None else str(v)) for v in (p, b)]
     if rate is not None:
         r = rate.get(_key(s, key))
@@ -329,10 +321,10 @@ def _header(s: loading.Status):
 
     r, insp = s.record, s.inspection
     style = {"ok": "green", "vanished": "red", "changed": "red"}.get(insp.health, "red")
-    text = Text(printable(f"{r.target} on {r.dev} (namespace {r.netns}): "))
+    text = Text(shown(f"{r.target} on {r.dev} (namespace {r.netns}): "))
     text.append(insp.health.upper() if insp.health != "ok" else "ok", style=style)
-    text.append(printable(f" — {insp.detail}"))
-    text.append("\n" + printable(f"  policy {r.policy} sha256 {r.sha256[:16]}… loaded "
+    text.append(shown(f" — {insp.detail}"))
+    text.append("\n" + shown(f"  policy {r.policy} sha256 {r.sha256[:16]}… loaded "
                                  f"{r.loaded_at}"))
     if s.file_changed:
         text.append("  (the file has changed since)", style="yellow")

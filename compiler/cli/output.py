@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from pfc.frontend.text import escaped
+
 JSON_VERSION = 1
 STDIO = "-"
 # Unicode categories escaped by shown(): controls, format characters (bidi overrides,
@@ -185,10 +187,7 @@ def shown(text: str) -> str:
 
 
 def _escape(ch: str) -> str:
-    code = ord(ch)
-    if code < 0x100:
-        return {"\t": "\\t", "\n": "\\n", "\r": "\\r"}.get(ch, f"\\x{code:02x}")
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+    return {"\t": "\\t", "\n": "\\n", "\r": "\\r"}.get(ch) or escaped(ch)
 
 
 def cell(text: str, style: str = ""):

@@ -29,6 +29,8 @@ from pygls.exceptions import FeatureRequestError, JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 
+from pfc.frontend.text import visible
+
 log = logging.getLogger("pfc.lsp")
 LINE_LIMIT = 400  # characters of one stderr log line
 _NOT_A_MESSAGE = object()  # what structure_message returns for a message it refused
@@ -41,10 +43,6 @@ def describe(exc: BaseException, limit: int = 200) -> str:
     return out if len(out) <= limit else out[:limit - 3] + "..."
 
 
-def printable(text: str) -> str:
-    """``text`` with every non-printable character escaped (``\\x00``, ``\\x1b``)."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
 
 class OneLine(logging.Formatter):
     """``pfc lsp: error: MESSAGE: Type: reason``: the first line of the message and of
@@ -55,7 +53,7 @@ class OneLine(logging.Formatter):
         text = lines[0] if lines else ""
         if record.exc_info and record.exc_info[1] is not None:
             text += f": {describe(record.exc_info[1])}"
-        text = printable(f"pfc lsp: {record.levelname.lower()}: {text}")
+        text = visible(f"pfc lsp: {record.levelname.lower()}: {text}")
         return text if len(text) <= LINE_LIMIT else text[:LINE_LIMIT - 3] + "..."
 
 
