@@ -164,11 +164,13 @@ def load(policy: PolicyInput, target: str, dev: str, *, netns: str | None = None
                           netns, force, mode, options)
 
 
-def unload(target: str, dev: str, *, netns: str | None = None) -> Result:
-    """``pfc unload``: remove exactly what ``load`` attached; idempotent."""
+def unload(target: str, dev: str, *, netns: str | None = None,
+           force: bool = False) -> Result:
+    """``pfc unload``: remove exactly what ``load`` attached; idempotent. ``force``: also
+    what sits at pfc's place (program, filter, table, chain) without pfc's record."""
     from pfc.deploy import load as deploying
 
-    return deploying.unload(target, dev, netns)
+    return deploying.unload(target, dev, netns, force)
 
 
 def status(dev: str | None = None, netns: str | None = None) -> list[Status]:

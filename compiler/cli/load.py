@@ -16,7 +16,7 @@ import time
 from pfc import api
 from pfc.backends.base import check_dev
 from pfc.cli.common import Command, UsageError, load, print_diagnostics
-from pfc.cli.output import shown
+from pfc.cli.output import shown, versioned
 from pfc.deploy import load as loading
 from pfc.frontend.diagnostics import CompileError
 
@@ -80,6 +80,8 @@ def _load(args: argparse.Namespace) -> int:
     target, dev = _target(args.target), _dev(args.dev)
     if args.mode and target != "xdp":
         raise UsageError("--mode applies to --target xdp only")
+    for warning in _ignored(args, target):
+        print(f"pfc load: warning: {warning}", file=sys.stderr)
     compiled = load(args.file)
     if compiled.diagnostics:
         print_diagnostics(compiled.diagnostics, compiled.sources)
@@ -97,6 +99,16 @@ def _load(args: argparse.Namespace) -> int:
         print(shown(message), file=sys.stderr)
     print(shown(f"loaded {args.file} on {dev} ({_place(result.record)})"))
     return 0
+
+
+def _ignored(args: argparse.Namespace, target: str) -> list[str]:
+    """A line when ``--table`` is given to a target that has no table (xdp and tc attach
+    a program to the device itself; their only hook is checked by the compiler)."""
+    if target not in ("xdp", "tc") or args.table == "pfc":
+        return []
+    where = "the device's XDP hook" if target == "xdp" else "the device's tc ingress"
+    return [f"--table {shown(args.table)} is ignored by target `{target}`: it attaches a "
+            f"program to {where}, not to a table or chain"]
 
 
 def _place(record) -> str:
@@ -139,7 +151,7 @@ def _unload_args(p: argparse.ArgumentParser) -> None:
 def _unload(args: argparse.Namespace) -> int:
     target, dev = _target(args.target), _dev(args.dev)
     try:
-        result = loading.unload(target, dev, netns=args.netns, force=args.force)
+        result = api.unload(target, dev, netns=args.netns, force=args.force)
     except loading.LoadError as exc:
         return _fail("unload", exc)
     for message in result.messages:
@@ -206,12 +218,12 @@ def _loaded(entries: list[loading.Status], s: loading.Status) -> str | None:
 
 
 def status_json(report: loading.Report, rate: Rates | None = None) -> dict:
-    return {"version": 1, "loaded": [_entry_json(s, rate) for s in report.entries],
+    return versioned({"loaded": [_entry_json(s, rate) for s in report.entries],
             "warnings": report.warnings, "recovered": report.messages,
             "gone": [{"target": r.target, "dev": r.dev, "netns": r.netns,
                       "policy": r.policy} for r in report.gone],
             "pruned": report.pruned, "elsewhere": report.elsewhere,
-            "exit": exit_code(report)}
+            "exit": exit_code(report)})
 
 
 def _entry_json(s: loading.Status, rate: Rates | None) -> dict:

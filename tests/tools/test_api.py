@@ -140,3 +140,24 @@ def test_load_status_unload_through_the_api():
         assert pfc.status(lab.dut, lab.name) == []
         with pytest.raises(pfc.LoadError, match="does not exist"):
             pfc.load(EDGE, "nft", "nosuchdev0", netns=lab.name)
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(ROOT_REASON is not None, reason=ROOT_REASON or "")
+@pytest.mark.usefixtures("isolated")
+def test_unload_force_through_the_api():
+    """A table recreated outside pfc is left alone, unless force=True."""
+    with netns.lab() as lab:
+        a = pfc.load(EDGE, "nft", lab.dut, netns=lab.name).record.attach
+        table = f"{a['family']} {a['table']}"
+        nft = ["ip", "netns", "exec", lab.name, "nft"]
+        subprocess.run([*nft, f"delete table {table}; add table {table}"], check=True)
+        kept = pfc.unload("nft", lab.dut, netns=lab.name)
+        assert any("left it as it is" in m for m in kept.messages)
+        assert subprocess.run([*nft, "list", "table", *table.split()]).returncode == 0
+        pfc.load(EDGE, "nft", lab.dut, netns=lab.name, force=True)
+        subprocess.run([*nft, f"delete table {table}; add table {table}"], check=True)
+        gone = pfc.unload("nft", lab.dut, netns=lab.name, force=True)
+        assert any(m.startswith("deleted nftables table") for m in gone.messages)
+        assert subprocess.run([*nft, "list", "table", *table.split()],
+                              capture_output=True).returncode != 0

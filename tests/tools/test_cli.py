@@ -449,6 +449,16 @@ def test_options_a_target_reads_give_no_warning(capsys) -> None:
     assert set(READS) <= set(backends.registry())
 
 
+@pytest.mark.parametrize("target", ["xdp", "tc"])
+def test_load_says_table_is_ignored_by_xdp_and_tc(capsys, target) -> None:
+    """Said before anything else happens (here: the device does not exist)."""
+    assert main(["load", EDGE, "--target", target, "--dev", "pfcnosuch0",
+                 "--table", "mine"]) != 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"pfc load: warning: --table mine is ignored by target "
+                          f"`{target}`: it attaches a program to the device's ")
+
+
 def test_nft_input_with_a_device_is_a_usage_error(capsys) -> None:
     assert main(["compile", EDGE, "--target", "nft", "--hook", "input", "--dev", "eth0"]) == 2
     err = capsys.readouterr().err
