@@ -133,8 +133,8 @@ def one_flag_each(rule: ir.Rule, alts: Alts) -> None:
     """iptables takes one ``-s`` and one ``-d`` per rule (``multiple -s flags not
     allowed``): a field given twice whose lists are single prefixes (``src A src B``)
     is refused here, as a capability error on the rule, before iptables-restore sees
-    it. (The front end is to merge such matches into one; until then this holds
-    whatever the IR gives.)"""
+    it. The checker merges a field given twice into one match, so only a policy built
+    in-process without the checker gets here; this keeps the emitter closed for it."""
     for conj in alts[:1]:  # every alternative has the same address arguments
         for flag, field_ in NATIVE_FLAGS.items():
             if conj.args.count(flag) > 1:
