@@ -130,10 +130,15 @@ def test_maps_file_holds_the_collapsed_prefixes_of_each_family():
     assert "10.0.0.0/23" in records["pfc_r0_src4"]["prefixes"]  # adjacent, nested merged
 
 
-def test_a_field_given_twice_gets_two_maps():
-    a, b = [f"10.{i}.0.0/24" for i in range(40)], [f"10.0.{i}.1" for i in range(40)]
+def test_a_field_given_twice_is_one_map_of_the_intersection():
+    """The checker merges ``src $a src $b`` into one match (both must hold)."""
+    a = [f"10.0.{i}.0/24" for i in range(80)] + [f"10.{i}.0.0/16" for i in range(2, 40)]
+    b = [f"10.0.{i}.1" for i in range(120)] + [f"10.1.{i}.0/24" for i in range(40)]
     art = build(_define("a", a) + _define("b", b) + "drop src $a src $b\n", "xdp", "c")
-    assert {"pfc_r0_src4", "pfc_r0_src4_1"} == set(art.meta["maps"])
+    assert set(art.meta["maps"]) == {"pfc_r0_src4"}
+    [record] = ebpf_maps.maps_of(art)
+    assert [ipaddress.ip_network(p) for p in record["prefixes"]] == [
+        ipaddress.ip_network(f"10.0.{i}.1/32") for i in range(80)]
 
 
 def test_object_stays_small_whatever_the_set_size(tmp_path):
@@ -183,10 +188,12 @@ default drop
 @pytest.mark.parametrize("hook", HOOKS)
 def test_large_sets_agree_with_the_interpreter(hook):
     """Maps on both families, src and dst, negated, a set in several rules, a field
-    given twice: the edges of every collapsed prefix (±1) and generated frames."""
+    given twice (merged by the checker into the few prefixes both sets hold: inline):
+    the edges of every collapsed prefix (±1) and generated frames."""
     a, b = _nets(400, 2), _nets(120, 3)
     artifact = build(_define("a", a) + _define("b", b) + POLICY, hook)
-    assert len(artifact.meta["maps"]) == 14
+    assert len(artifact.meta["maps"]) == 10  # 5 rules × 2 families; `src $b src $a` inline
+    assert not any(name.startswith("pfc_r4_") for name in artifact.meta["maps"])
     check(artifact, edge_frames(artifact, 5) + gen.sample(artifact.policy, 400, seed=21))
 
 
