@@ -70,8 +70,8 @@ def test_iptables_refuses_an_ir_rule_with_two_matches_on_one_field():
     assert "one `-s` per rule" in caught.value.diagnostics[0].message
 
 
-def test_iptables_field_given_twice_as_lists_is_two_sets():
-    """Two lists are two ``-m set`` matches, which iptables takes: no error."""
+def test_iptables_field_given_twice_as_lists_is_one_match():
+    """Two lists are merged into one match (their intersection): no error."""
     text = "drop src { 10.0.0.1, 10.0.0.2 } src { 10.0.0.2, 10.0.0.3 }\n"
     artifact, diags = build_artifact(compile_text(text, "t.pf"), "iptables")
     assert artifact is not None, diags
