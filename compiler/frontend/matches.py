@@ -6,7 +6,7 @@ protocol number, and returns the IR match or None after appending diagnostics.
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Sequence
 
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import Diagnostic, error, suggest, warning
@@ -106,6 +106,21 @@ def merge_ranges(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
         else:
             out.append((lo, hi))
     return tuple(out)
+
+
+def intersect_ranges(a: Sequence[tuple[int, int]],
+                     b: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The intersection of two sorted lists of disjoint inclusive ranges (linear)."""
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo <= hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
 
 
 def flags_match(node: MatchNode, diags: list[Diagnostic]) -> ir.FlagsMatch | None:

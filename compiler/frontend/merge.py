@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import Diagnostic, error, warning
-from pfc.frontend.matches import merge_ranges
+from pfc.frontend.matches import intersect_ranges, merge_ranges
 from pfc.frontend.source import Span
 
 Interval = tuple[int, int]
@@ -118,7 +118,7 @@ def _merge_addresses(group: list[ir.AddrMatch], family: ir.Family) -> ir.AddrMat
     for version in sorted(family.versions):
         kept = _intervals(plus[0].prefixes, version)
         for m in plus[1:]:
-            kept = _intersect(kept, _intervals(m.prefixes, version))
+            kept = intersect_ranges(kept, _intervals(m.prefixes, version))
         for m in minus:
             kept = _subtract(kept, _intervals(m.prefixes, version))
         prefixes += _prefixes(kept, version)
@@ -141,19 +141,6 @@ def _intervals(prefixes: Sequence[ir.IPNetwork], version: int) -> list[Interval]
     spans = [(int(p.network_address), int(p.network_address) + p.num_addresses - 1)
              for p in prefixes if p.version == version]
     return list(merge_ranges(spans))
-
-
-def _intersect(a: list[Interval], b: list[Interval]) -> list[Interval]:
-    out, i, j = [], 0, 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if lo <= hi:
-            out.append((lo, hi))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
 
 
 def _subtract(a: list[Interval], b: list[Interval]) -> list[Interval]:
@@ -197,7 +184,7 @@ def _merge_ints(group: list[ir.IntMatch]) -> ir.IntMatch:
         return ir.IntMatch(field, tuple(union), True, span)
     kept = list(plus[0].ranges)
     for m in plus[1:]:
-        kept = _intersect(kept, list(m.ranges))
+        kept = intersect_ranges(kept, list(m.ranges))
     kept = _subtract(kept, union)
     if len(plus) == 1 and tuple(kept) == plus[0].ranges:
         return ir.IntMatch(field, plus[0].ranges, False, span, plus[0].set_name)

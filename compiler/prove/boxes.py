@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pfc.backends.cbpf.match import complement as cbpf_complement
 from pfc.frontend import ir
 from pfc.frontend.ir import Family
-from pfc.frontend.matches import merge_ranges
+from pfc.frontend.matches import intersect_ranges, merge_ranges
 
 Intervals = tuple[tuple[int, int], ...]  # sorted, disjoint, inclusive
 TOP = {"ttl": 255, "proto": 255, "len": 65535 + 40, "frag": 1, "sport": 65535,
@@ -38,16 +38,7 @@ def complement(values: Intervals, top: int) -> Intervals:
 
 
 def meet(a: Intervals, b: Intervals) -> Intervals:
-    out, i, j = [], 0, 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if lo <= hi:
-            out.append((lo, hi))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return tuple(out)
+    return tuple(intersect_ranges(a, b))
 
 
 @dataclass(frozen=True)
