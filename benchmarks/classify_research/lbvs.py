@@ -1,0 +1,143 @@
+"""Tables of the LBVS prototype (lbvs.c): per field a value -> class map, per class a
+bit vector of the rules (with an ABV summary in front), the count rules' mask.
+
+Addresses are looked up in an LPM_TRIE (``addr="lpm"``, as bpf-iptables does) or in a
+16-8-8 multibit trie of arrays (``addr="dir"``: 1-3 array lookups the verifier
+inlines, no trie walk).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from benchmarks.classify_research.fields import Classes, prefix_classes, segments
+from benchmarks.classify_research.model import FP_SIZE, PORT_ABSENT, Cond
+from benchmarks.classify_research.proto import Build, u32s
+
+PTR = 0x80000000
+
+
+def _vectors(sets: list[int], nw: int, ns: int) -> bytes:
+    """Each bit set as (summary words, words), little-endian u64s."""
+    out = []
+    for bits in sets:
+        words = bits.to_bytes(nw * 8, "little")
+        summary = 0
+        for j in range(nw):
+            if words[8 * j:8 * j + 8] != bytes(8):
+                summary |= 1 << j
+        out.append(summary.to_bytes(ns * 8, "little") + words)
+    return b"".join(out)
+
+
+def _port_table(cs: list[Cond], name: str) -> tuple[bytes, Classes]:
+    classes = Classes()
+    table = [0] * (PORT_ABSENT + 1)
+    segs = segments(cs, name)
+    for k, (start, bits) in enumerate(segs):
+        end = segs[k + 1][0] if k + 1 < len(segs) else PORT_ABSENT
+        table[start:end] = [classes.id(bits)] * (end - start)
+    table[PORT_ABSENT] = classes.id(_absent(cs, name))
+    return u32s(table), classes
+
+
+def _absent(cs: list[Cond], name: str) -> int:
+    from benchmarks.classify_research.fields import unconstrained
+
+    return unconstrained(cs, name)
+
+
+def _fp_table(cs: list[Cond]) -> tuple[bytes, Classes]:
+    classes = Classes()
+    table = []
+    for v in range(FP_SIZE):
+        bits = 0
+        for i, c in enumerate(cs):
+            if c.fp is None or v in c.fp:
+                bits |= 1 << i
+        table.append(classes.id(bits))
+    return u32s(table), classes
+
+
+def _lpm(cs: list[Cond], name: str) -> tuple[bytes, bytes, Classes]:
+    classes = Classes(_absent(cs, name))  # class 0: the address is absent
+    keys, values = [], []
+    for (addr, length), bits in prefix_classes(cs, name).items():
+        keys.append(struct.pack("<I", length) + addr.to_bytes(4, "big"))
+        values.append(classes.id(bits))
+    return b"".join(keys), u32s(values), classes
+
+
+def _dir(cs: list[Cond], name: str) -> tuple[list[int], list[int], list[int], Classes]:
+    """The 16-8-8 trie: level 1 indexed by the top 16 bits; an entry is a class, or
+    PTR | node, whose 256 entries (next 8 bits) follow the same rule."""
+    classes = Classes(_absent(cs, name))
+    segs = [(s, classes.id(b)) for s, b in segments(cs, name)]
+    starts = [s for s, _ in segs]
+    import bisect
+
+    def class_at(a: int) -> int:
+        return segs[bisect.bisect_right(starts, a) - 1][1]
+
+    def uniform(lo: int, size: int) -> bool:  # one class over [lo, lo + size)
+        i = bisect.bisect_right(starts, lo)
+        return i >= len(starts) or starts[i] >= lo + size
+
+    l1, l2, l3 = [], [], []
+    for top in range(1 << 16):
+        lo = top << 16
+        if uniform(lo, 1 << 16):
+            l1.append(class_at(lo))
+            continue
+        l1.append(PTR | len(l2) // 256)
+        node = []
+        for mid in range(256):
+            lo2 = lo | (mid << 8)
+            if uniform(lo2, 256):
+                node.append(class_at(lo2))
+            else:
+                node.append(PTR | len(l3) // 256)
+                l3.extend(class_at(lo2 | b) for b in range(256))
+        l2.extend(node)
+    return l1, l2 or [0] * 256, l3 or [0] * 256, classes
+
+
+def build(cs: list[Cond], addr: str = "lpm", summary: bool = True) -> Build:
+    n = len(cs)
+    nw = max(1, (n + 63) // 64)
+    ns = (nw + 63) // 64
+    fills: dict[str, tuple[bytes, bytes]] = {}
+    defines: dict[str, int | None] = {"NW": nw, "NS": ns}
+    fp, fp_classes = _fp_table(cs)
+    fills["fp_class"] = (u32s(range(FP_SIZE)), fp)
+    per_field = {"fp": fp_classes}
+    for name, short in (("sport", "sp"), ("dport", "dp")):
+        table, classes = _port_table(cs, name)
+        fills[f"{short}_class"] = (u32s(range(PORT_ABSENT + 1)), table)
+        per_field[short] = classes
+    for name in ("src", "dst"):
+        if addr == "lpm":
+            keys, values, classes = _lpm(cs, name)
+            fills[f"{name}_lpm"] = (keys, values)
+            defines[f"NP_{name.upper()}"] = len(values) // 4
+        else:
+            l1, l2, l3, classes = _dir(cs, name)
+            for level, table in (("l1", l1), ("l2", l2), ("l3", l3)):
+                fills[f"{name}_{level}"] = (u32s(range(len(table))), u32s(table))
+            defines[f"NN_{name.upper()}2"] = len(l2) // 256
+            defines[f"NN_{name.upper()}3"] = len(l3) // 256
+        per_field[name] = classes
+    for field, classes in per_field.items():
+        map_name = "vec_" + field
+        fills[map_name] = (u32s(range(len(classes.sets))), _vectors(classes.sets, nw, ns))
+        defines[f"NC_{field.upper()}"] = len(classes.sets)
+    count_bits = sum(1 << i for i, c in enumerate(cs) if not c.terminal)
+    if count_bits:
+        defines["PFC_COUNT"] = None
+        fills["vec_count"] = (u32s([0]), _vectors([count_bits], nw, ns))
+    if summary:
+        defines["PFC_SUMMARY"] = None
+    defines["PFC_ADDR_" + addr.upper()] = None
+    name = f"lbvs-{addr}" + ("" if summary else "-plain")
+    return Build(name, "lbvs.c", defines, fills,
+                 {"rules": n} | {f"classes_{f}": len(c.sets) for f, c in per_field.items()})
