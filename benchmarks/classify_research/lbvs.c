@@ -2,23 +2,32 @@
  * Linear Bit Vector Search (bpf-iptables' LBVS; Lakshman and Stiliadis, SIGCOMM 1998),
  * with optional aggregation (ABV: Baboescu and Varghese, SIGCOMM 2001).
  *
- * Per field one lookup gives a class; each class has a bit vector of the rules the
- * field lets hold (bit i = the i-th rule, policy order; "absent" is class 0 of the
- * address fields and the last entry of the port tables). AND the five vectors word by
- * word; the first set bit that is a terminal rule decides, the count rules' bits
- * below it are counted (pfc_counters). With PFC_SUMMARY, each vector starts with a
+ * Per field one lookup gives a class; each class has bit vectors of the rules the field
+ * lets hold, in two planes: the terminal rules (bit i = the i-th terminal rule, policy
+ * order) and the count rules (bit i = the i-th count rule). "Absent" is a class of its
+ * own (class 0 of the address fields, the last entry of the port tables). AND the five
+ * vectors word by word: the first set bit of the terminal plane is the deciding rule
+ * (tidx[] gives its rule index); the set bits of the count plane whose rule index is
+ * below it are the count rules to count. With PFC_SUMMARY each plane starts with a
  * summary (bit j: word j is not zero) and only words whose summary bits are all set
  * are read.
  *
- * Sizes are compile-time constants the generator writes (-D...): NW words of 64 rules,
- * NS = ceil(NW / 64) summary words, NC_* classes per field, NP_* prefixes per address
- * trie. Addresses: LPM_TRIE (PFC_ADDR_LPM) or a 16-8-8 multibit trie in arrays
- * (PFC_ADDR_DIR: entry = class, or 0x80000000 | next node).
+ * Sizes are compile-time constants (-D...): TW/CW words of 64 terminal/count rules,
+ * TS/CS summary words, NC_* classes per field, NP_* prefixes of an LPM trie or NN_*
+ * nodes of a 16-8-8 array trie (PFC_ADDR_LPM / PFC_ADDR_DIR: an entry is a class, or
+ * 0x80000000 | next node). The terminal scan is a plain bounded loop (no call in it: a
+ * BPF-to-BPF call, which bpf_loop makes per step, costs ~10 ns on a CPU with the SRSO
+ * "safe RET" mitigation); the count scan, which runs only when the count plane's AND
+ * is not empty, is a bpf_loop (verified once, whatever CW is).
  */
 
 struct vec {
-	__u64 s[NS];
-	__u64 w[NW];
+	__u64 ts[TS];
+	__u64 tw[TW];
+#ifdef PFC_COUNT
+	__u64 cs[CS];
+	__u64 cw[CW];
+#endif
 };
 
 #define ARRAY(name, n, val)						\
@@ -37,8 +46,9 @@ ARRAY(vec_src, NC_SRC, struct vec);
 ARRAY(vec_dst, NC_DST, struct vec);
 ARRAY(vec_sp, NC_SP, struct vec);
 ARRAY(vec_dp, NC_DP, struct vec);
+ARRAY(tidx, TW * 64, __u32); /* terminal plane bit -> rule index */
 #ifdef PFC_COUNT
-ARRAY(vec_count, 1, struct vec); /* bits of the count rules */
+ARRAY(cidx, CW * 64, __u32); /* count plane bit -> rule index */
 #endif
 
 #ifdef PFC_ADDR_LPM
@@ -106,123 +116,135 @@ PFC_FN struct vec *vec_of(void *classes, void *vecs, __u32 value)
 	return bpf_map_lookup_elem(vecs, c);
 }
 
-struct vecs {
-	struct vec *v[5];
-#ifdef PFC_COUNT
-	struct vec *count;
-#endif
-};
+#define AND5(v, f, i) ((v)[0]->f[i] & (v)[1]->f[i] & (v)[2]->f[i] & (v)[3]->f[i] & \
+		       (v)[4]->f[i])
 
-#ifdef PFC_COUNT
-/* Count the rules whose bits are set in `bits` (word `i`): at most 64, a bounded loop
- * the verifier walks once per callback. */
-PFC_FN void count_bits(__u64 bits, __u64 i, __u64 nbytes)
+/* The first terminal rule that holds: its position in the terminal plane, or -1. */
+PFC_FN __s64 terminal(struct vec *v[5])
 {
-	for (int b = 0; b < 64 && bits; b++) {
-		pfc_count(i * 64 + pfc_ctz(bits), nbytes);
-		bits &= bits - 1;
-	}
-}
-#endif
-
-/* Word i of the AND: 1 and *out set when a terminal rule in it decides. */
-PFC_FN int lbvs_word(const struct vecs *vs, __u64 i, __u64 nbytes, __u32 *out)
-{
-	if (i >= NW)
-		return 0;
-	__u64 x = vs->v[0]->w[i] & vs->v[1]->w[i] & vs->v[2]->w[i] & vs->v[3]->w[i] &
-		  vs->v[4]->w[i];
-#ifdef PFC_COUNT
-	__u64 cm = vs->count->w[i], t = x & ~cm;
-
-	if (t) {
-		__u64 low = t & -t;
-
-		count_bits(x & cm & (low - 1), i, nbytes);
-		*out = i * 64 + pfc_ctz(t);
-		return 1;
-	}
-	count_bits(x & cm, i, nbytes);
-	return 0;
-#else
-	if (!x)
-		return 0;
-	*out = i * 64 + pfc_ctz(x);
-	return 1;
-#endif
-}
-
-/* The scan is a bpf_loop (Linux 5.17; inlined by the verifier since 6.0): its
- * callback is verified once, whatever NW is, where a plain loop is walked NW times
- * by the verifier (1M-instruction limit near 2k rules with count rules). */
-struct scan {
-	struct vecs vs;
-	__u64 nbytes;
-	__u64 m;  /* summary bits not yet visited */
-	__u32 s;  /* next summary word */
-	__u32 out;
-};
-
 #ifdef PFC_SUMMARY
-/* One step: load the next summary word's AND, or visit the next candidate word. At
- * most NS + NW steps. */
-static long scan_step(__u32 step, void *arg)
+	for (__u64 s = 0; s < TS; s++) {
+		__u64 m = AND5(v, ts, s);
+
+		for (int j = 0; j < 64 && m; j++) {
+			__u64 i = s * 64 + pfc_ctz(m);
+
+			PFC_PIN(i);
+			m &= m - 1;
+			if (i >= TW)
+				break;
+			__u64 x = AND5(v, tw, i);
+
+			if (x)
+				return i * 64 + pfc_ctz(x);
+		}
+	}
+#else
+	for (__u64 i = 0; i < TW; i++) {
+		__u64 x = AND5(v, tw, i);
+
+		if (x)
+			return i * 64 + pfc_ctz(x);
+	}
+#endif
+	return -1;
+}
+
+#ifdef PFC_COUNT
+struct count_scan {
+	struct vec *v[5];
+	__u64 m;      /* count words not yet visited (summary bits of word s - 1) */
+	__u64 bits;   /* count bits of the current word not yet visited */
+	__u64 word;   /* the current word */
+	__u64 nbytes;
+	__u32 s;      /* next summary word */
+	__u32 limit;  /* rule index of the decider: count only rules before it */
+};
+
+/* One step: the next summary word, the next candidate word, or one count bit. */
+static long count_step(__u32 step, void *arg)
 {
-	struct scan *c = arg;
+	struct count_scan *c = arg;
 
-	if (!c->m) {
-		__u32 s = c->s;
+	if (c->bits) {
+		__u64 pos = c->word * 64 + pfc_ctz(c->bits);
+		__u32 key = pos;
+		__u32 *rule = bpf_map_lookup_elem(&cidx, &key);
 
-		if (s >= NS)
-			return 1;
-		c->m = c->vs.v[0]->s[s] & c->vs.v[1]->s[s] & c->vs.v[2]->s[s] &
-		       c->vs.v[3]->s[s] & c->vs.v[4]->s[s];
-		c->s = s + 1;
+		c->bits &= c->bits - 1;
+		if (!rule || *rule > c->limit)
+			return 1; /* bits are in rule order: no later one counts either */
+		pfc_count(*rule, c->nbytes);
 		return 0;
 	}
-	__u64 i = (__u64)(c->s - 1) * 64 + pfc_ctz(c->m);
+	if (c->m) {
+		__u64 i = (__u64)(c->s - 1) * 64 + pfc_ctz(c->m);
 
-	c->m &= c->m - 1;
-	return lbvs_word(&c->vs, i, c->nbytes, &c->out);
+		PFC_PIN(i);
+		c->m &= c->m - 1;
+		if (i < CW) {
+			c->word = i;
+			c->bits = AND5(c->v, cw, i);
+		}
+		return 0;
+	}
+	if (c->s >= CS)
+		return 1;
+	c->m = AND5(c->v, cs, c->s);
+	c->s++;
+	return 0;
 }
-#define SCAN_STEPS (NS + NW)
-#else
-static long scan_step(__u32 i, void *arg)
+
+/* Count every count rule that holds, before rule `limit`. */
+PFC_FN void count(struct vec *v[5], __u32 limit, __u64 nbytes)
 {
-	struct scan *c = arg;
+	struct count_scan c = {.nbytes = nbytes, .limit = limit};
 
-	return lbvs_word(&c->vs, i, c->nbytes, &c->out);
+	for (int f = 0; f < 5; f++)
+		c.v[f] = v[f];
+	bpf_loop(CS + CW + CW * 64, count_step, &c, 0);
 }
-#define SCAN_STEPS NW
 #endif
 
 PFC_FN __u32 lbvs(struct pfc_key *k)
 {
-	struct scan c = {.nbytes = k->nbytes, .out = ACT_DEFAULT};
-	__u32 c0 = 0;
+	struct vec *v[5];
+	__u32 c0 = 0, rule = ACT_DEFAULT;
 
-	c.vs.v[0] = vec_of(&fp_class, &vec_fp, k->fp);
-	c.vs.v[1] = bpf_map_lookup_elem(&vec_src, &c0);
+	v[0] = vec_of(&fp_class, &vec_fp, k->fp);
+	v[1] = bpf_map_lookup_elem(&vec_src, &c0);
 	if (k->have & 1) {
-		__u32 cl = SRC_CLASS(k->src);
-		c.vs.v[1] = bpf_map_lookup_elem(&vec_src, &cl);
+		__u32 c = SRC_CLASS(k->src);
+		v[1] = bpf_map_lookup_elem(&vec_src, &c);
 	}
-	c.vs.v[2] = bpf_map_lookup_elem(&vec_dst, &c0);
+	v[2] = bpf_map_lookup_elem(&vec_dst, &c0);
 	if (k->have & 2) {
-		__u32 cl = DST_CLASS(k->dst);
-		c.vs.v[2] = bpf_map_lookup_elem(&vec_dst, &cl);
+		__u32 c = DST_CLASS(k->dst);
+		v[2] = bpf_map_lookup_elem(&vec_dst, &c);
 	}
-	c.vs.v[3] = vec_of(&sp_class, &vec_sp, k->sport);
-	c.vs.v[4] = vec_of(&dp_class, &vec_dp, k->dport);
-#ifdef PFC_COUNT
-	c.vs.count = bpf_map_lookup_elem(&vec_count, &c0);
-	if (!c.vs.count)
-		return ACT_ERROR;
-#endif
-	if (!c.vs.v[0] || !c.vs.v[1] || !c.vs.v[2] || !c.vs.v[3] || !c.vs.v[4])
+	v[3] = vec_of(&sp_class, &vec_sp, k->sport);
+	v[4] = vec_of(&dp_class, &vec_dp, k->dport);
+	if (!v[0] || !v[1] || !v[2] || !v[3] || !v[4])
 		return ACT_ERROR; /* cannot happen: every class has a vector */
-	bpf_loop(SCAN_STEPS, scan_step, &c, 0);
-	return c.out;
+	__s64 pos = terminal(v);
+
+	if (pos >= 0) {
+		__u32 key = pos;
+		__u32 *r = bpf_map_lookup_elem(&tidx, &key);
+
+		if (!r)
+			return ACT_ERROR;
+		rule = *r;
+	}
+#ifdef PFC_COUNT
+	__u64 any = 0;
+
+	for (int s = 0; s < CS; s++)
+		any |= AND5(v, cs, s);
+	if (any)
+		count(v, rule, k->nbytes);
+#endif
+	return rule;
 }
 
 PFC_PROGRAM(lbvs)

@@ -17,17 +17,40 @@ from benchmarks.classify_research.proto import Build, u32s
 PTR = 0x80000000
 
 
-def _vectors(sets: list[int], nw: int, ns: int) -> bytes:
-    """Each bit set as (summary words, words), little-endian u64s."""
-    out = []
-    for bits in sets:
-        words = bits.to_bytes(nw * 8, "little")
-        summary = 0
-        for j in range(nw):
-            if words[8 * j:8 * j + 8] != bytes(8):
-                summary |= 1 << j
-        out.append(summary.to_bytes(ns * 8, "little") + words)
-    return b"".join(out)
+def _plane(bits: int, words: int, summary_words: int) -> bytes:
+    """One plane: (summary words, words), little-endian u64s."""
+    raw = bits.to_bytes(words * 8, "little")
+    summary = 0
+    for j in range(words):
+        if raw[8 * j:8 * j + 8] != bytes(8):
+            summary |= 1 << j
+    return summary.to_bytes(summary_words * 8, "little") + raw
+
+
+class Planes:
+    """Rule bit sets (bit = policy position) split into the terminal plane and the
+    count plane, each renumbered in policy order."""
+
+    def __init__(self, cs: list[Cond]) -> None:
+        self.terminal = [i for i, c in enumerate(cs) if c.terminal]
+        self.counting = [i for i, c in enumerate(cs) if not c.terminal]
+        self.tw = max(1, (len(self.terminal) + 63) // 64)
+        self.ts = (self.tw + 63) // 64
+        self.cw = (len(self.counting) + 63) // 64
+        self.cs = (self.cw + 63) // 64
+
+    def _gather(self, bits: int, positions: list[int]) -> int:
+        out = 0
+        for k, i in enumerate(positions):
+            if bits >> i & 1:
+                out |= 1 << k
+        return out
+
+    def vector(self, bits: int) -> bytes:
+        out = _plane(self._gather(bits, self.terminal), self.tw, self.ts)
+        if self.cw:
+            out += _plane(self._gather(bits, self.counting), self.cw, self.cs)
+        return out
 
 
 def _port_table(cs: list[Cond], name: str) -> tuple[bytes, Classes]:
@@ -103,11 +126,9 @@ def _dir(cs: list[Cond], name: str) -> tuple[list[int], list[int], list[int], Cl
 
 
 def build(cs: list[Cond], addr: str = "lpm", summary: bool = True) -> Build:
-    n = len(cs)
-    nw = max(1, (n + 63) // 64)
-    ns = (nw + 63) // 64
+    planes = Planes(cs)
     fills: dict[str, tuple[bytes, bytes]] = {}
-    defines: dict[str, int | None] = {"NW": nw, "NS": ns}
+    defines: dict[str, int | None] = {"TW": planes.tw, "TS": planes.ts}
     fp, fp_classes = _fp_table(cs)
     fills["fp_class"] = (u32s(range(FP_SIZE)), fp)
     per_field = {"fp": fp_classes}
@@ -128,16 +149,22 @@ def build(cs: list[Cond], addr: str = "lpm", summary: bool = True) -> Build:
             defines[f"NN_{name.upper()}3"] = len(l3) // 256
         per_field[name] = classes
     for field, classes in per_field.items():
-        map_name = "vec_" + field
-        fills[map_name] = (u32s(range(len(classes.sets))), _vectors(classes.sets, nw, ns))
+        vectors = b"".join(planes.vector(bits) for bits in classes.sets)
+        fills["vec_" + field] = (u32s(range(len(classes.sets))), vectors)
         defines[f"NC_{field.upper()}"] = len(classes.sets)
-    count_bits = sum(1 << i for i, c in enumerate(cs) if not c.terminal)
-    if count_bits:
-        defines["PFC_COUNT"] = None
-        fills["vec_count"] = (u32s([0]), _vectors([count_bits], nw, ns))
+    fills["tidx"] = _index(planes.terminal, planes.tw)
+    if planes.cw:
+        defines |= {"PFC_COUNT": None, "CW": planes.cw, "CS": planes.cs}
+        fills["cidx"] = _index(planes.counting, planes.cw)
     if summary:
         defines["PFC_SUMMARY"] = None
     defines["PFC_ADDR_" + addr.upper()] = None
     name = f"lbvs-{addr}" + ("" if summary else "-plain")
+    stats = {"rules": len(cs), "terminal_words": planes.tw, "count_words": planes.cw}
     return Build(name, "lbvs.c", defines, fills,
-                 {"rules": n} | {f"classes_{f}": len(c.sets) for f, c in per_field.items()})
+                 stats | {f"classes_{f}": len(c.sets) for f, c in per_field.items()})
+
+
+def _index(positions: list[int], words: int) -> tuple[bytes, bytes]:
+    table = positions + [0] * (words * 64 - len(positions))
+    return u32s(range(len(table))), u32s(table)

@@ -98,7 +98,7 @@ def actions(cs: list[Cond], default: str) -> tuple[bytes, bytes]:
 def load(build: Build, cs: list[Cond], default: str, hook: str) -> Loaded:
     """Compile, load (verifier), fill; raises BpfError/ToolchainError on refusal."""
     t0 = time.perf_counter()
-    built = toolchain.compile_c(c_text(build, hook), f"{build.source[:-2]}_{hook}")
+    built = toolchain.compile_c(c_text(build, hook), f"{Path(build.source).stem}_{hook}")
     t1 = time.perf_counter()
     obj = bpf.Object(built.obj, build.name.replace("-", "_")[:15])
     t2 = time.perf_counter()
