@@ -1,25 +1,30 @@
 /* SPDX-License-Identifier: GPL-2.0
- * Decision tree (HiCuts) over the key of common.h, "absent" a value of each field's
- * extended domain (dtree.py): walk from node 0, each internal node cuts one field
- * into 2^kbits parts (child = kids[first + ((value >> shift) & (2^kbits - 1))]); the
- * leaf lists the entries (one box per rule, or a few for a rule with lists or a
- * negation) that can hold in its region, in rule order: count the count rules that
- * hold until the first terminal rule that holds, which decides.
+ * Decision trees (HiCuts in separable trees with region compaction, dtree.py) over
+ * the key of common.h, "absent" a value of each field's extended domain. One tree per
+ * group (roots[]): from its root, each internal node cuts one field's block [base,
+ * base + 2^(shift+kbits)) into 2^kbits parts (child = kids[a + ((value - base) >>
+ * shift)]; a value outside the block matches nothing in this tree); the leaf lists
+ * the entries (one box per rule, or a few for a rule with lists or a negation) that
+ * can hold in its region, in rule order. The first terminal entry that holds, over
+ * all trees, decides; then the count entries that hold in the same leaves, before it,
+ * are counted (leaves with count entries are flagged).
  *
- * Sizes are compile-time constants: NN nodes, NK child slots, NE leaf entries, DEPTH
- * levels, LEAFMAX the longest leaf (the scan's bound).
+ * Sizes are compile-time constants: NG trees, NN nodes, NK child slots, NE leaf
+ * entries, DEPTH levels, LEAFMAX the longest leaf (the scan's bound).
  */
 
 struct node {
 	__u8 field;  /* 0..4, or 0xff: a leaf */
 	__u8 shift;
-	__u16 kbits;
+	__u16 kbits; /* leaf: 1 if it holds count entries */
 	__u32 a;     /* internal: first child slot; leaf: first entry */
 	__u32 b;     /* leaf: number of entries */
+	__u32 pad;
+	__u64 base;  /* internal: the block's first value */
 };
 
 struct entry {
-	__u64 lo[5], hi[5]; /* interleaved in dtree.py: lo0 hi0 lo1 hi1 ... */
+	__u64 r[10]; /* lo0 hi0 lo1 hi1 ... lo4 hi4 */
 	__u32 rule;
 	__u32 count;
 };
@@ -32,18 +37,86 @@ struct entry {
 		__type(value, val);					\
 	} name SEC(".maps")
 
+ARRAY(roots, NG, __u32);
 ARRAY(nodes, NN, struct node);
 ARRAY(kids, NK, __u32);
 ARRAY(entries, NE, struct entry);
 
 PFC_FN int holds(const struct entry *e, const __u64 v[8])
 {
-	const __u64 *r = e->lo; /* lo0 hi0 lo1 hi1 ... (struct laid out as 10 u64s) */
+	const __u64 *r = e->r;
 
 	return v[0] >= r[0] && v[0] <= r[1] && v[1] >= r[2] && v[1] <= r[3] &&
 	       v[2] >= r[4] && v[2] <= r[5] && v[3] >= r[6] && v[3] <= r[7] &&
 	       v[4] >= r[8] && v[4] <= r[9];
 }
+
+/* The leaf of tree g the frame falls in, or 0 when it matches nothing there. */
+PFC_FN struct node *leaf_of(__u32 g, const __u64 v[8])
+{
+	__u32 *root = bpf_map_lookup_elem(&roots, &g);
+
+	if (!root)
+		return 0;
+	__u32 id = *root;
+
+	for (int d = 0; d < DEPTH; d++) {
+		struct node *n = bpf_map_lookup_elem(&nodes, &id);
+
+		if (!n || n->field == 0xff)
+			return n;
+		__u64 off = v[n->field & 7] - n->base;
+		__u32 shift = n->shift & 63;
+
+		if (off >> shift >= (1ULL << (n->kbits & 31)))
+			return 0; /* outside the block: nothing here holds */
+		__u32 slot = n->a + (off >> shift);
+		__u32 *kid = bpf_map_lookup_elem(&kids, &slot);
+
+		if (!kid)
+			return 0;
+		id = *kid;
+	}
+	return 0;
+}
+
+/* The first terminal entry of the leaf that holds and is before `best`. */
+PFC_FN __u32 first_terminal(const struct node *n, const __u64 v[8], __u32 best)
+{
+	__u32 first = n->a, len = n->b;
+
+	for (__u32 i = 0; i < LEAFMAX; i++) {
+		if (i >= len)
+			break;
+		__u32 at = first + i;
+		struct entry *e = bpf_map_lookup_elem(&entries, &at);
+
+		if (!e || e->rule >= best)
+			break;
+		if (!e->count && holds(e, v))
+			return e->rule;
+	}
+	return best;
+}
+
+#ifdef PFC_COUNT
+PFC_FN void count_leaf(const struct node *n, const __u64 v[8], __u32 best, __u64 nbytes)
+{
+	__u32 first = n->a, len = n->b;
+
+	for (__u32 i = 0; i < LEAFMAX; i++) {
+		if (i >= len)
+			break;
+		__u32 at = first + i;
+		struct entry *e = bpf_map_lookup_elem(&entries, &at);
+
+		if (!e || e->rule >= best)
+			break;
+		if (e->count && holds(e, v))
+			pfc_count(e->rule, nbytes);
+	}
+}
+#endif
 
 PFC_FN __u32 dtree(struct pfc_key *k)
 {
@@ -54,46 +127,20 @@ PFC_FN __u32 dtree(struct pfc_key *k)
 		k->sport,
 		k->dport,
 	};
-	__u32 id = 0;
-	struct node *n = 0;
+	struct node *leaf[NG];
+	__u32 best = ACT_DEFAULT;
 
-	for (int d = 0; d < DEPTH; d++) {
-		n = bpf_map_lookup_elem(&nodes, &id);
-		if (!n)
-			return ACT_ERROR;
-		if (n->field == 0xff)
-			break;
-		__u32 slot = n->a + ((v[n->field & 7] >> (n->shift & 63)) &
-				     ((1ULL << (n->kbits & 31)) - 1));
-		__u32 *kid = bpf_map_lookup_elem(&kids, &slot);
-
-		if (!kid)
-			return ACT_ERROR;
-		id = *kid;
+	for (__u32 g = 0; g < NG; g++) {
+		leaf[g] = leaf_of(g, v);
+		if (leaf[g])
+			best = first_terminal(leaf[g], v, best);
 	}
-	if (!n || n->field != 0xff)
-		return ACT_ERROR;
-	__u32 first = n->a, len = n->b;
-
-	for (__u32 i = 0; i < LEAFMAX; i++) {
-		if (i >= len)
-			break;
-		__u32 at = first + i;
-		struct entry *e = bpf_map_lookup_elem(&entries, &at);
-
-		if (!e)
-			return ACT_ERROR;
-		if (!holds(e, v))
-			continue;
 #ifdef PFC_COUNT
-		if (e->count) {
-			pfc_count(e->rule, k->nbytes);
-			continue;
-		}
+	for (__u32 g = 0; g < NG; g++)
+		if (leaf[g] && leaf[g]->kbits)
+			count_leaf(leaf[g], v, best, k->nbytes);
 #endif
-		return e->rule;
-	}
-	return ACT_DEFAULT;
+	return best;
 }
 
 PFC_PROGRAM(dtree)

@@ -1,22 +1,30 @@
-"""Tables of the decision-tree prototype (dtree.c): HiCuts (Gupta and McKeown, Hot
-Interconnects 1999) with HyperCuts' rule pushing left out and EffiCuts-style
-redundancy removal (a rule behind a terminal rule that covers the whole node is
-dropped from it).
+"""Tables of the decision-tree prototype (dtree.c): HiCuts-style cutting (Gupta and
+McKeown, Hot Interconnects 1999) in separable trees (EffiCuts, Vamanan et al.,
+SIGCOMM 2010), with redundancy removal (an entry behind a terminal entry that covers
+the whole node is dropped from it).
 
-Each rule is split into *entries*, one per combination of its fields' intervals, each
-field one interval of an extended domain in which "absent" is a value of its own, so a
-leaf checks five ranges and nothing else:
+Each rule is split into *entries*, one per combination of its fields' intervals; each
+field is one interval of an extended domain in which "absent" is a value of its own,
+so a leaf checks five ranges and nothing else:
 
 - ``fp`` 0..1023 (model.py; 515..1023 unused);
 - ``src``, ``dst`` 0..2**33-1: the address, or 2**32 when absent;
 - ``sport``, ``dport`` 0..2**17-1: the port, or 65536 when absent.
 
 An unconstrained field is the whole domain (absent included), a constrained one an
-interval inside the present values. A node cuts one field of its region (an aligned
-power-of-two block) into 2**k equal parts; a leaf is a list of at most ``binth``
-entries (more only where cutting stops helping), in rule order. Entries of one rule
-are disjoint boxes, so a packet matches at most one of them: a count rule is counted
-once.
+interval of present values. Entries are split into groups by which address fields are
+*small* (at most 2**16 addresses, i.e. /16 or longer): dst small; src small (dst
+large); both large. Each group has its own tree, so a wide rule is not copied into
+every part of a cut on the field it does not narrow. A node cuts one field of its
+region (an aligned power-of-two block) into 2**k equal parts: the field and k that
+make the largest part smallest while the parts hold at most ``spfac`` times the
+node's entries in all (the root of a group may cut 16 bits, lower nodes 8), after
+region compaction (HyperCuts): the cut spans only the smallest aligned block holding
+the node's entries in that field, and a frame outside it matches nothing in this
+tree. A leaf
+lists at most ``binth`` entries (more only where no cut helps), in rule order.
+Entries of one rule are disjoint boxes: a packet matches at most one of them, so a
+count rule is counted once.
 """
 
 from __future__ import annotations
@@ -29,9 +37,9 @@ from benchmarks.classify_research.model import FIELDS, Cond
 from benchmarks.classify_research.proto import Build, u32s
 
 BITS = (10, 33, 33, 17, 17)  # domain of each field: 2**bits values
-ABSENT = (None, 2**32, 2**32, 65536, 65536)
+SMALL = 1 << 16  # an address interval of at most this many values is "small"
 LEAF = 0xFF
-MAX_CUT_BITS = 8
+ROOT_CUT_BITS, CUT_BITS = 16, 8
 MAX_DEPTH = 24
 
 
@@ -39,7 +47,7 @@ def entries(cs: list[Cond]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
     """(lo[E, 5], hi[E, 5], rule index[E], is-count[E]) in rule order."""
     los, his, rules, counts = [], [], [], []
     for i, c in enumerate(cs):
-        boxes = [([], [])]
+        boxes: list[tuple[list[int], list[int]]] = [([], [])]
         for f, name in enumerate(FIELDS):
             allowed = c.field(name)
             options = [(0, 2 ** BITS[f] - 1)] if allowed is None else list(allowed)
@@ -54,21 +62,30 @@ def entries(cs: list[Cond]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
             np.array(rules, dtype=np.uint32), np.array(counts, dtype=bool))
 
 
+def groups(lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:
+    """Entry indices of each non-empty group: dst small, src small, neither."""
+    size = hi - lo + np.uint64(1)
+    dst_small = size[:, 2] <= SMALL
+    src_small = (size[:, 1] <= SMALL) & ~dst_small
+    rest = ~dst_small & ~src_small
+    return [np.flatnonzero(m) for m in (dst_small, src_small, rest) if m.any()]
+
+
 class Tree:
-    """The flattened tree: nodes, child lists and leaf entry lists."""
+    """The flattened trees: nodes (one root per group), child slots, leaf entries."""
 
     def __init__(self, cs: list[Cond], binth: int, spfac: float) -> None:
         self.lo, self.hi, self.rule, self.count = entries(cs)
         self.binth, self.spfac = binth, spfac
-        self.nodes: list[tuple[int, int, int, int, int]] = []  # field, shift, kbits, a, b
+        self.nodes: list[tuple[int, ...]] = []  # field, shift, k, a, b, base
         self.kids: list[int] = []
         self.leaf_entries: list[int] = []
         self.leaves: dict[tuple[int, ...], int] = {}
         self.depth = 0
         self.max_leaf = 0
-        region = (np.zeros(5, dtype=np.uint64),
-                  np.array([2 ** b - 1 for b in BITS], dtype=np.uint64))
-        self._build(np.arange(len(self.rule)), region, 0)
+        whole = (np.zeros(5, dtype=np.uint64),
+                 np.array([2 ** b - 1 for b in BITS], dtype=np.uint64))
+        self.roots = [self._build(g, whole, 0) for g in groups(self.lo, self.hi)]
 
     def _prune(self, idx: np.ndarray, rlo: np.ndarray, rhi: np.ndarray) -> np.ndarray:
         """Entries up to the first terminal one that covers the whole region."""
@@ -82,7 +99,8 @@ class Tree:
         found = self.leaves.get(key)
         if found is None:
             found = self.leaves[key] = len(self.nodes)
-            self.nodes.append((LEAF, 0, 0, len(self.leaf_entries), len(key)))
+            has_count = int(self.count[idx].any()) if len(idx) else 0
+            self.nodes.append((LEAF, 0, has_count, len(self.leaf_entries), len(key), 0))
             self.leaf_entries.extend(key)
             self.max_leaf = max(self.max_leaf, len(key))
         return found
@@ -93,70 +111,79 @@ class Tree:
         self.depth = max(self.depth, depth)
         if len(idx) <= self.binth or depth >= MAX_DEPTH:
             return self._leaf(idx)
-        cut = self._choose(idx, rlo, rhi)
+        cut = self._choose(idx, rlo, rhi, ROOT_CUT_BITS if depth == 0 else CUT_BITS)
         if cut is None:
             return self._leaf(idx)
-        field, kbits, members = cut
-        shift = int(rhi[field] - rlo[field] + 1).bit_length() - 1 - kbits
+        field, kbits, a, b, base, size_bits = cut
+        shift = size_bits - kbits
         me = len(self.nodes)
-        self.nodes.append((field, shift, kbits, 0, 0))
+        self.nodes.append((field, shift, kbits, 0, 0, base))
+        members: list[list[int]] = [[] for _ in range(1 << kbits)]
+        for e, first, last in zip(idx.tolist(), a.tolist(), b.tolist(), strict=True):
+            for j in range(first, last + 1):
+                members[j].append(e)
         children = []
-        for j, child in enumerate(members):
+        for j, listed in enumerate(members):
+            if len(listed) <= self.binth:  # a leaf whatever the region: no pruning needed
+                children.append(self._leaf(np.array(listed, dtype=np.int64)))
+                self.depth = max(self.depth, depth + 1)
+                continue
+            member = np.array(listed, dtype=np.int64)
             clo, chi = rlo.copy(), rhi.copy()
-            clo[field] = rlo[field] + np.uint64(j << shift)
+            clo[field] = np.uint64(base + (j << shift))
             chi[field] = clo[field] + np.uint64((1 << shift) - 1)
-            children.append(self._build(child, (clo, chi), depth + 1))
-        self.nodes[me] = (field, shift, kbits, len(self.kids), 0)
+            children.append(self._build(member, (clo, chi), depth + 1))
+        self.nodes[me] = (field, shift, kbits, len(self.kids), 0, base)
         self.kids.extend(children)
         return me
 
-    def _choose(self, idx: np.ndarray, rlo, rhi):
-        """HiCuts: the field with the most distinct projections, cut into the most
-        parts (a power of two) whose total of entries stays within spfac * n."""
+    def _choose(self, idx: np.ndarray, rlo, rhi, max_bits: int):
+        """(field, k, first part, last part of each entry, block base, block bits) of
+        the cut whose largest part is smallest within the space budget, over the
+        field's compacted block; None if no cut makes progress."""
         lo, hi = np.maximum(self.lo[idx], rlo), np.minimum(self.hi[idx], rhi)
-        best, best_distinct = None, 1
+        n = len(idx)
+        best = None
         for f in range(5):
-            if rhi[f] == rlo[f]:
-                continue
-            distinct = len(np.unique(lo[:, f] * np.uint64(3) + hi[:, f]))
-            if distinct > best_distinct:
-                best, best_distinct = f, distinct
-        if best is None:
-            return None
-        size_bits = int(rhi[best] - rlo[best] + 1).bit_length() - 1
-        chosen = None
-        for kbits in range(1, min(MAX_CUT_BITS, size_bits) + 1):
-            shift = np.uint64(size_bits - kbits)
-            a = ((lo[:, best] - rlo[best]) >> shift).astype(np.int64)
-            b = ((hi[:, best] - rlo[best]) >> shift).astype(np.int64)
-            total = int((b - a + 1).sum()) + (1 << kbits)
-            if chosen is not None and total > self.spfac * len(idx):
-                break
-            chosen = (kbits, a, b)
-        kbits, a, b = chosen
-        members = [idx[(a <= j) & (b >= j)] for j in range(1 << kbits)]
-        if max(len(m) for m in members) == len(idx) and kbits == 1:
-            return None  # no progress
-        return best, kbits, members
+            first, last = int(lo[:, f].min()), int(hi[:, f].max())
+            size_bits = (first ^ last).bit_length()
+            base = first & ~((1 << size_bits) - 1)
+            for kbits in range(1, min(max_bits, size_bits) + 1):
+                shift = np.uint64(size_bits - kbits)
+                a = ((lo[:, f] - np.uint64(base)) >> shift).astype(np.int64)
+                b = ((hi[:, f] - np.uint64(base)) >> shift).astype(np.int64)
+                total = int((b - a + 1).sum())
+                if total > self.spfac * n + (1 << kbits) and kbits > 1:
+                    break
+                counts = np.zeros((1 << kbits) + 1, dtype=np.int64)
+                np.add.at(counts, a, 1)
+                np.add.at(counts, b + 1, -1)
+                largest = int(np.cumsum(counts)[:-1].max())
+                score = (largest, total, kbits)
+                if largest < n and (best is None or score < best[0]):
+                    best = (score, f, kbits, a, b, base, size_bits)
+        return None if best is None else best[1:]
 
 
 def build(cs: list[Cond], binth: int = 8, spfac: float = 4.0) -> Build:
     tree = Tree(cs, binth, spfac)
-    nodes = b"".join(struct.pack("<BBHII", f, s, k, a, b) for f, s, k, a, b in tree.nodes)
+    nodes = b"".join(struct.pack("<BBHIIIQ", f, s, k, a, b, 0, base)
+                     for f, s, k, a, b, base in tree.nodes)
     ent = []
     for e in tree.leaf_entries:
         bounds = [int(v) for pair in zip(tree.lo[e], tree.hi[e], strict=True) for v in pair]
         ent.append(struct.pack("<10QII", *bounds, int(tree.rule[e]), int(tree.count[e])))
+    roots = tree.roots or [tree._leaf(np.arange(0))]
     fills = {"nodes": (u32s(range(len(tree.nodes))), nodes),
-             "kids": (u32s(range(len(tree.kids))), u32s(tree.kids or [0])),
+             "kids": (u32s(range(len(tree.kids))), u32s(tree.kids)),
+             "roots": (u32s(range(len(roots))), u32s(roots)),
              "entries": (u32s(range(len(ent))), b"".join(ent))}
-    if not tree.kids:
-        fills["kids"] = (u32s([0]), u32s([0]))
-    defines = {"NN": len(tree.nodes), "NK": max(1, len(tree.kids)),
-               "NE": max(1, len(ent)), "DEPTH": tree.depth + 1,
-               "LEAFMAX": max(1, tree.max_leaf)}
+    defines: dict[str, int | None] = {
+        "NN": len(tree.nodes), "NK": max(1, len(tree.kids)), "NE": max(1, len(ent)),
+        "NG": len(roots), "DEPTH": tree.depth + 1, "LEAFMAX": max(1, tree.max_leaf)}
     if any(not c.terminal for c in cs):
         defines["PFC_COUNT"] = None
-    stats = {"rules": len(cs), "entries": len(tree.rule), "nodes": len(tree.nodes),
-             "leaf_entries": len(ent), "depth": tree.depth, "max_leaf": tree.max_leaf}
+    stats = {"rules": len(cs), "entries": len(tree.rule), "groups": len(roots),
+             "nodes": len(tree.nodes), "leaf_entries": len(ent), "depth": tree.depth,
+             "max_leaf": tree.max_leaf}
     return Build(f"dtree-{binth}", "dtree.c", defines, fills, stats)

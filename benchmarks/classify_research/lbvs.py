@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
+
 from benchmarks.classify_research.fields import Classes, prefix_classes, segments
 from benchmarks.classify_research.model import FP_SIZE, PORT_ABSENT, Cond
 from benchmarks.classify_research.proto import Build, u32s
@@ -17,14 +19,16 @@ from benchmarks.classify_research.proto import Build, u32s
 PTR = 0x80000000
 
 
-def _plane(bits: int, words: int, summary_words: int) -> bytes:
-    """One plane: (summary words, words), little-endian u64s."""
-    raw = bits.to_bytes(words * 8, "little")
-    summary = 0
-    for j in range(words):
-        if raw[8 * j:8 * j + 8] != bytes(8):
-            summary |= 1 << j
-    return summary.to_bytes(summary_words * 8, "little") + raw
+def _plane(bits: np.ndarray, words: int, summary_words: int) -> bytes:
+    """One plane from a bool array (bit i = the i-th rule of the plane): (summary
+    words, words) as little-endian u64s."""
+    padded = np.zeros(words * 64, dtype=bool)
+    padded[:len(bits)] = bits
+    raw = np.packbits(padded, bitorder="little").tobytes()
+    nonzero = np.frombuffer(raw, dtype="<u8") != 0
+    summary = np.zeros(summary_words * 64, dtype=bool)
+    summary[:words] = nonzero
+    return np.packbits(summary, bitorder="little").tobytes() + raw
 
 
 class Planes:
@@ -32,24 +36,21 @@ class Planes:
     count plane, each renumbered in policy order."""
 
     def __init__(self, cs: list[Cond]) -> None:
-        self.terminal = [i for i, c in enumerate(cs) if c.terminal]
-        self.counting = [i for i, c in enumerate(cs) if not c.terminal]
+        self.n = len(cs)
+        self.terminal = np.array([i for i, c in enumerate(cs) if c.terminal], dtype=np.int64)
+        self.counting = np.array([i for i, c in enumerate(cs) if not c.terminal],
+                                 dtype=np.int64)
         self.tw = max(1, (len(self.terminal) + 63) // 64)
         self.ts = (self.tw + 63) // 64
         self.cw = (len(self.counting) + 63) // 64
         self.cs = (self.cw + 63) // 64
 
-    def _gather(self, bits: int, positions: list[int]) -> int:
-        out = 0
-        for k, i in enumerate(positions):
-            if bits >> i & 1:
-                out |= 1 << k
-        return out
-
     def vector(self, bits: int) -> bytes:
-        out = _plane(self._gather(bits, self.terminal), self.tw, self.ts)
+        raw = np.frombuffer(bits.to_bytes((self.n + 7) // 8 or 1, "little"), dtype=np.uint8)
+        flags = np.unpackbits(raw, bitorder="little")[:self.n].astype(bool)
+        out = _plane(flags[self.terminal], self.tw, self.ts)
         if self.cw:
-            out += _plane(self._gather(bits, self.counting), self.cw, self.cs)
+            out += _plane(flags[self.counting], self.cw, self.cs)
         return out
 
 
@@ -152,10 +153,10 @@ def build(cs: list[Cond], addr: str = "lpm", summary: bool = True) -> Build:
         vectors = b"".join(planes.vector(bits) for bits in classes.sets)
         fills["vec_" + field] = (u32s(range(len(classes.sets))), vectors)
         defines[f"NC_{field.upper()}"] = len(classes.sets)
-    fills["tidx"] = _index(planes.terminal, planes.tw)
+    fills["tidx"] = _index(planes.terminal.tolist(), planes.tw)
     if planes.cw:
         defines |= {"PFC_COUNT": None, "CW": planes.cw, "CS": planes.cs}
-        fills["cidx"] = _index(planes.counting, planes.cw)
+        fills["cidx"] = _index(planes.counting.tolist(), planes.cw)
     if summary:
         defines["PFC_SUMMARY"] = None
     defines["PFC_ADDR_" + addr.upper()] = None
