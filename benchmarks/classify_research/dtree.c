@@ -2,24 +2,26 @@
  * Decision trees (HiCuts in separable trees with region compaction, dtree.py) over
  * the key of common.h, "absent" a value of each field's extended domain. One tree per
  * group (roots[]): from its root, each internal node cuts one field's block [base,
- * base + 2^(shift+kbits)) into 2^kbits parts (child = kids[a + ((value - base) >>
- * shift)]; a value outside the block matches nothing in this tree); the leaf lists
+ * base + 2^(shift+kbits)) into 2^kbits parts (child = node a + ((value - base) >>
+ * shift): one lookup per level; a value outside the block matches nothing in this
+ * tree; a node whose smallest rule is not before the best found is not entered); the
+ * leaf lists
  * the entries (one box per rule, or a few for a rule with lists or a negation) that
  * can hold in its region, in rule order. The first terminal entry that holds, over
  * all trees, decides; then the count entries that hold in the same leaves, before it,
  * are counted (leaves with count entries are flagged).
  *
- * Sizes are compile-time constants: NG trees, NN nodes, NK child slots, NE leaf
- * entries, DEPTH levels, LEAFMAX the longest leaf (the scan's bound).
+ * Sizes are compile-time constants: NG trees, NN nodes, NE leaf entries, DEPTH
+ * levels, LEAFMAX the longest leaf (the scan's bound).
  */
 
 struct node {
 	__u8 field;  /* 0..4, or 0xff: a leaf */
 	__u8 shift;
 	__u16 kbits; /* leaf: 1 if it holds count entries */
-	__u32 a;     /* internal: first child slot; leaf: first entry */
+	__u32 a;     /* internal: first child node; leaf: first entry */
 	__u32 b;     /* leaf: number of entries */
-	__u32 pad;
+	__u32 min_rule; /* the smallest rule index below this node */
 	__u64 base;  /* internal: the block's first value */
 };
 
@@ -39,7 +41,6 @@ struct entry {
 
 ARRAY(roots, NG, __u32);
 ARRAY(nodes, NN, struct node);
-ARRAY(kids, NK, __u32);
 ARRAY(entries, NE, struct entry);
 
 PFC_FN int holds(const struct entry *e, const __u64 v[8])
@@ -51,8 +52,9 @@ PFC_FN int holds(const struct entry *e, const __u64 v[8])
 	       v[4] >= r[8] && v[4] <= r[9];
 }
 
-/* The leaf of tree g the frame falls in, or 0 when it matches nothing there. */
-PFC_FN struct node *leaf_of(__u32 g, const __u64 v[8])
+/* The leaf of tree g the frame falls in, or 0 when nothing there can hold before
+ * rule `best`. */
+PFC_FN struct node *leaf_of(__u32 g, const __u64 v[8], __u32 best)
 {
 	__u32 *root = bpf_map_lookup_elem(&roots, &g);
 
@@ -63,19 +65,16 @@ PFC_FN struct node *leaf_of(__u32 g, const __u64 v[8])
 	for (int d = 0; d < DEPTH; d++) {
 		struct node *n = bpf_map_lookup_elem(&nodes, &id);
 
-		if (!n || n->field == 0xff)
+		if (!n || n->min_rule >= best)
+			return 0;
+		if (n->field == 0xff)
 			return n;
 		__u64 off = v[n->field & 7] - n->base;
 		__u32 shift = n->shift & 63;
 
 		if (off >> shift >= (1ULL << (n->kbits & 31)))
 			return 0; /* outside the block: nothing here holds */
-		__u32 slot = n->a + (off >> shift);
-		__u32 *kid = bpf_map_lookup_elem(&kids, &slot);
-
-		if (!kid)
-			return 0;
-		id = *kid;
+		id = n->a + (off >> shift);
 	}
 	return 0;
 }
@@ -131,7 +130,7 @@ PFC_FN __u32 dtree(struct pfc_key *k)
 	__u32 best = ACT_DEFAULT;
 
 	for (__u32 g = 0; g < NG; g++) {
-		leaf[g] = leaf_of(g, v);
+		leaf[g] = leaf_of(g, v, best);
 		if (leaf[g])
 			best = first_terminal(leaf[g], v, best);
 	}

@@ -39,6 +39,7 @@ from benchmarks.classify_research.proto import Build, u32s
 BITS = (10, 33, 33, 17, 17)  # domain of each field: 2**bits values
 SMALL = 1 << 16  # an address interval of at most this many values is "small"
 LEAF = 0xFF
+NO_RULE = 0xFFFFFFFF
 ROOT_CUT_BITS, CUT_BITS = 16, 8
 MAX_DEPTH = 24
 
@@ -72,20 +73,27 @@ def groups(lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:
 
 
 class Tree:
-    """The flattened trees: nodes (one root per group), child slots, leaf entries."""
+    """The flattened trees. ``nodes[k]`` = (field or LEAF, shift, kbits or has-count,
+    a, b, min rule, base): an internal node's 2**kbits children are the nodes
+    a .. a + 2**kbits - 1 (one lookup per level, no child table); a leaf's entries
+    are leaf_entries[a:a + b] (identical lists are stored once). ``min rule`` is the
+    smallest rule index below the node: a walk stops where it cannot do better."""
 
     def __init__(self, cs: list[Cond], binth: int, spfac: float) -> None:
         self.lo, self.hi, self.rule, self.count = entries(cs)
         self.binth, self.spfac = binth, spfac
-        self.nodes: list[tuple[int, ...]] = []  # field, shift, k, a, b, base
-        self.kids: list[int] = []
+        self.nodes: list[tuple[int, ...]] = []
         self.leaf_entries: list[int] = []
-        self.leaves: dict[tuple[int, ...], int] = {}
+        self.lists: dict[tuple[int, ...], int] = {}
         self.depth = 0
         self.max_leaf = 0
         whole = (np.zeros(5, dtype=np.uint64),
                  np.array([2 ** b - 1 for b in BITS], dtype=np.uint64))
-        self.roots = [self._build(g, whole, 0) for g in groups(self.lo, self.hi)]
+        self.roots = []
+        for g in groups(self.lo, self.hi):
+            self.roots.append(len(self.nodes))
+            self.nodes.append(())
+            self.nodes[self.roots[-1]] = self._node(g, whole, 0)
 
     def _prune(self, idx: np.ndarray, rlo: np.ndarray, rhi: np.ndarray) -> np.ndarray:
         """Entries up to the first terminal one that covers the whole region."""
@@ -94,48 +102,45 @@ class Tree:
         first = np.flatnonzero(covers)
         return idx[:first[0] + 1] if len(first) else idx
 
-    def _leaf(self, idx: np.ndarray) -> int:
-        key = tuple(idx.tolist())
-        found = self.leaves.get(key)
-        if found is None:
-            found = self.leaves[key] = len(self.nodes)
-            has_count = int(self.count[idx].any()) if len(idx) else 0
-            self.nodes.append((LEAF, 0, has_count, len(self.leaf_entries), len(key), 0))
+    def _leaf(self, listed: list[int]) -> tuple[int, ...]:
+        key = tuple(listed)
+        first = self.lists.get(key)
+        if first is None:
+            first = self.lists[key] = len(self.leaf_entries)
             self.leaf_entries.extend(key)
             self.max_leaf = max(self.max_leaf, len(key))
-        return found
+        has_count = int(any(self.count[e] for e in key))
+        low = int(self.rule[key[0]]) if key else NO_RULE
+        return (LEAF, 0, has_count, first, len(key), low, 0)
 
-    def _build(self, idx: np.ndarray, region, depth: int) -> int:
+    def _node(self, idx: np.ndarray, region, depth: int) -> tuple[int, ...]:
         rlo, rhi = region
         idx = self._prune(idx, rlo, rhi)
         self.depth = max(self.depth, depth)
         if len(idx) <= self.binth or depth >= MAX_DEPTH:
-            return self._leaf(idx)
+            return self._leaf(idx.tolist())
         cut = self._choose(idx, rlo, rhi, ROOT_CUT_BITS if depth == 0 else CUT_BITS)
         if cut is None:
-            return self._leaf(idx)
+            return self._leaf(idx.tolist())
         field, kbits, a, b, base, size_bits = cut
         shift = size_bits - kbits
-        me = len(self.nodes)
-        self.nodes.append((field, shift, kbits, 0, 0, base))
         members: list[list[int]] = [[] for _ in range(1 << kbits)]
         for e, first, last in zip(idx.tolist(), a.tolist(), b.tolist(), strict=True):
             for j in range(first, last + 1):
                 members[j].append(e)
-        children = []
+        block = len(self.nodes)
+        self.nodes.extend([()] * (1 << kbits))
         for j, listed in enumerate(members):
             if len(listed) <= self.binth:  # a leaf whatever the region: no pruning needed
-                children.append(self._leaf(np.array(listed, dtype=np.int64)))
+                self.nodes[block + j] = self._leaf(listed)
                 self.depth = max(self.depth, depth + 1)
                 continue
-            member = np.array(listed, dtype=np.int64)
             clo, chi = rlo.copy(), rhi.copy()
             clo[field] = np.uint64(base + (j << shift))
             chi[field] = clo[field] + np.uint64((1 << shift) - 1)
-            children.append(self._build(member, (clo, chi), depth + 1))
-        self.nodes[me] = (field, shift, kbits, len(self.kids), 0, base)
-        self.kids.extend(children)
-        return me
+            self.nodes[block + j] = self._node(np.array(listed, dtype=np.int64),
+                                               (clo, chi), depth + 1)
+        return (field, shift, kbits, block, 0, int(self.rule[idx[0]]), base)
 
     def _choose(self, idx: np.ndarray, rlo, rhi, max_bits: int):
         """(field, k, first part, last part of each entry, block base, block bits) of
@@ -167,23 +172,23 @@ class Tree:
 
 def build(cs: list[Cond], binth: int = 8, spfac: float = 4.0) -> Build:
     tree = Tree(cs, binth, spfac)
-    nodes = b"".join(struct.pack("<BBHIIIQ", f, s, k, a, b, 0, base)
-                     for f, s, k, a, b, base in tree.nodes)
+    nodes = b"".join(struct.pack("<BBHIIIQ", *n) for n in tree.nodes)
     ent = []
     for e in tree.leaf_entries:
         bounds = [int(v) for pair in zip(tree.lo[e], tree.hi[e], strict=True) for v in pair]
         ent.append(struct.pack("<10QII", *bounds, int(tree.rule[e]), int(tree.count[e])))
-    roots = tree.roots or [tree._leaf(np.arange(0))]
-    fills = {"nodes": (u32s(range(len(tree.nodes))), nodes),
-             "kids": (u32s(range(len(tree.kids))), u32s(tree.kids)),
+    roots = tree.roots
+    if not roots:  # no rules: one empty leaf
+        roots, nodes = [0], struct.pack("<BBHIIIQ", *tree._leaf([]))
+    fills = {"nodes": (u32s(range(len(nodes) // 24)), nodes),
              "roots": (u32s(range(len(roots))), u32s(roots)),
              "entries": (u32s(range(len(ent))), b"".join(ent))}
     defines: dict[str, int | None] = {
-        "NN": len(tree.nodes), "NK": max(1, len(tree.kids)), "NE": max(1, len(ent)),
-        "NG": len(roots), "DEPTH": tree.depth + 1, "LEAFMAX": max(1, tree.max_leaf)}
+        "NN": len(nodes) // 24, "NE": max(1, len(ent)), "NG": len(roots),
+        "DEPTH": tree.depth + 1, "LEAFMAX": max(1, tree.max_leaf)}
     if any(not c.terminal for c in cs):
         defines["PFC_COUNT"] = None
     stats = {"rules": len(cs), "entries": len(tree.rule), "groups": len(roots),
-             "nodes": len(tree.nodes), "leaf_entries": len(ent), "depth": tree.depth,
+             "nodes": len(nodes) // 24, "leaf_entries": len(ent), "depth": tree.depth,
              "max_leaf": tree.max_leaf}
     return Build(f"dtree-{binth}", "dtree.c", defines, fills, stats)

@@ -49,6 +49,7 @@ ALGOS = {
     "lbvs-dir-plain": lambda cs: lbvs.build(cs, "dir", summary=False),
     "tss": lambda cs: _module("tss").build(cs),
     "dtree": lambda cs: _module("dtree").build(cs),
+    "dtree-4": lambda cs: _module("dtree").build(cs, binth=4),
 }
 
 
