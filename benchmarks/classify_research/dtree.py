@@ -79,7 +79,8 @@ class Tree:
     are leaf_entries[a:a + b] (identical lists are stored once). ``min rule`` is the
     smallest rule index below the node: a walk stops where it cannot do better."""
 
-    def __init__(self, cs: list[Cond], binth: int, spfac: float) -> None:
+    def __init__(self, cs: list[Cond], binth: int, spfac: float,
+                 grouped: bool = True) -> None:
         self.lo, self.hi, self.rule, self.count = entries(cs)
         self.binth, self.spfac = binth, spfac
         self.nodes: list[tuple[int, ...]] = []
@@ -90,7 +91,8 @@ class Tree:
         whole = (np.zeros(5, dtype=np.uint64),
                  np.array([2 ** b - 1 for b in BITS], dtype=np.uint64))
         self.roots = []
-        for g in groups(self.lo, self.hi):
+        every = [np.arange(len(self.rule))] if len(self.rule) else []
+        for g in groups(self.lo, self.hi) if grouped else every:
             self.roots.append(len(self.nodes))
             self.nodes.append(())
             self.nodes[self.roots[-1]] = self._node(g, whole, 0)
@@ -170,8 +172,9 @@ class Tree:
         return None if best is None else best[1:]
 
 
-def build(cs: list[Cond], binth: int = 8, spfac: float = 4.0) -> Build:
-    tree = Tree(cs, binth, spfac)
+def build(cs: list[Cond], binth: int = 8, spfac: float = 4.0,
+          grouped: bool = True) -> Build:
+    tree = Tree(cs, binth, spfac, grouped)
     nodes = b"".join(struct.pack("<BBHIIIQ", *n) for n in tree.nodes)
     ent = []
     for e in tree.leaf_entries:
@@ -191,4 +194,5 @@ def build(cs: list[Cond], binth: int = 8, spfac: float = 4.0) -> Build:
     stats = {"rules": len(cs), "entries": len(tree.rule), "groups": len(roots),
              "nodes": len(nodes) // 24, "leaf_entries": len(ent), "depth": tree.depth,
              "max_leaf": tree.max_leaf}
-    return Build(f"dtree-{binth}", "dtree.c", defines, fills, stats)
+    return Build(f"dtree-{binth}" + ("" if grouped else "-one"), "dtree.c", defines, fills,
+                 stats)

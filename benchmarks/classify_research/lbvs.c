@@ -12,8 +12,15 @@
  * summary (bit j: word j is not zero) and only words whose summary bits are all set
  * are read.
  *
- * Sizes are compile-time constants (-D...): TW/CW words of 64 terminal/count rules,
- * TS/CS summary words, NC_* classes per field, NP_* prefixes of an LPM trie or NN_*
+ * The terminal plane may be cut into up to three groups (lbvs.py: rules with a
+ * narrow destination, a narrow source, the rest), each in rule order with its own
+ * summary: in a group whose rules all name a narrow destination, the destination's
+ * vector is sparse, so the summary AND skips almost every word. The decider is the
+ * smallest rule index of the groups' first hits.
+ *
+ * Sizes are compile-time constants (-D...): TW0..TW2/CW words of 64 terminal/count
+ * rules (TW1, TW2 may be 0), TS0..TS2/CS summary words, OFF1, OFF2 where groups 1 and
+ * 2 start in tidx[], NC_* classes per field, NP_* prefixes of an LPM trie or NN_*
  * nodes of a 16-8-8 array trie (PFC_ADDR_LPM / PFC_ADDR_DIR: an entry is a class, or
  * 0x80000000 | next node). The terminal scan is a plain bounded loop (no call in it: a
  * BPF-to-BPF call, which bpf_loop makes per step, costs ~10 ns on a CPU with the SRSO
@@ -21,9 +28,18 @@
  * is not empty, is a bpf_loop (verified once, whatever CW is).
  */
 
+#define TW (TW0 + TW1 + TW2)
 struct vec {
-	__u64 ts[TS];
-	__u64 tw[TW];
+	__u64 ts0[TS0];
+	__u64 tw0[TW0];
+#if TW1
+	__u64 ts1[TS1];
+	__u64 tw1[TW1];
+#endif
+#if TW2
+	__u64 ts2[TS2];
+	__u64 tw2[TW2];
+#endif
 #ifdef PFC_COUNT
 	__u64 cs[CS];
 	__u64 cw[CW];
@@ -119,35 +135,62 @@ PFC_FN struct vec *vec_of(void *classes, void *vecs, __u32 value)
 #define AND5(v, f, i) ((v)[0]->f[i] & (v)[1]->f[i] & (v)[2]->f[i] & (v)[3]->f[i] & \
 		       (v)[4]->f[i])
 
-/* The first terminal rule that holds: its position in the terminal plane, or -1. */
-PFC_FN __s64 terminal(struct vec *v[5])
-{
+/* The first terminal rule of group G that holds: its position in the group, or -1. */
 #ifdef PFC_SUMMARY
-	for (__u64 s = 0; s < TS; s++) {
-		__u64 m = AND5(v, ts, s);
-
-		for (int j = 0; j < 64 && m; j++) {
-			__u64 i = s * 64 + pfc_ctz(m);
-
-			PFC_PIN(i);
-			m &= m - 1;
-			if (i >= TW)
-				break;
-			__u64 x = AND5(v, tw, i);
-
-			if (x)
-				return i * 64 + pfc_ctz(x);
-		}
-	}
+#define TERMINAL(G)							\
+PFC_FN __s64 terminal##G(struct vec *v[5])				\
+{									\
+	for (__u64 s = 0; s < TS##G; s++) {				\
+		__u64 m = AND5(v, ts##G, s);				\
+									\
+		for (int j = 0; j < 64 && m; j++) {			\
+			__u64 i = s * 64 + pfc_ctz(m);			\
+									\
+			PFC_PIN(i);					\
+			m &= m - 1;					\
+			if (i >= TW##G)					\
+				break;					\
+			__u64 x = AND5(v, tw##G, i);			\
+									\
+			if (x)						\
+				return i * 64 + pfc_ctz(x);		\
+		}							\
+	}								\
+	return -1;							\
+}
 #else
-	for (__u64 i = 0; i < TW; i++) {
-		__u64 x = AND5(v, tw, i);
-
-		if (x)
-			return i * 64 + pfc_ctz(x);
-	}
+#define TERMINAL(G)							\
+PFC_FN __s64 terminal##G(struct vec *v[5])				\
+{									\
+	for (__u64 i = 0; i < TW##G; i++) {				\
+		__u64 x = AND5(v, tw##G, i);				\
+									\
+		if (x)							\
+			return i * 64 + pfc_ctz(x);			\
+	}								\
+	return -1;							\
+}
 #endif
-	return -1;
+TERMINAL(0)
+#if TW1
+TERMINAL(1)
+#endif
+#if TW2
+TERMINAL(2)
+#endif
+
+/* The rule index of position pos of the group starting at off in tidx[], if it is
+ * before best. */
+PFC_FN __u32 better(__s64 pos, __u32 off, __u32 best)
+{
+	if (pos < 0)
+		return best;
+	__u32 key = off + pos;
+	__u32 *r = bpf_map_lookup_elem(&tidx, &key);
+
+	if (!r)
+		return ACT_ERROR;
+	return *r < best ? *r : best;
 }
 
 #ifdef PFC_COUNT
@@ -226,16 +269,15 @@ PFC_FN __u32 lbvs(struct pfc_key *k)
 	v[4] = vec_of(&dp_class, &vec_dp, k->dport);
 	if (!v[0] || !v[1] || !v[2] || !v[3] || !v[4])
 		return ACT_ERROR; /* cannot happen: every class has a vector */
-	__s64 pos = terminal(v);
-
-	if (pos >= 0) {
-		__u32 key = pos;
-		__u32 *r = bpf_map_lookup_elem(&tidx, &key);
-
-		if (!r)
-			return ACT_ERROR;
-		rule = *r;
-	}
+	rule = better(terminal0(v), 0, rule);
+#if TW1
+	rule = better(terminal1(v), OFF1, rule);
+#endif
+#if TW2
+	rule = better(terminal2(v), OFF2, rule);
+#endif
+	if (rule == ACT_ERROR)
+		return ACT_ERROR;
 #ifdef PFC_COUNT
 	__u64 any = 0;
 

@@ -31,26 +31,68 @@ def _plane(bits: np.ndarray, words: int, summary_words: int) -> bytes:
     return np.packbits(summary, bitorder="little").tobytes() + raw
 
 
-class Planes:
-    """Rule bit sets (bit = policy position) split into the terminal plane and the
-    count plane, each renumbered in policy order."""
+SMALL = 1 << 16  # an address match of at most this many addresses is "narrow"
 
-    def __init__(self, cs: list[Cond]) -> None:
+
+def _narrow(allowed) -> bool:
+    return allowed is not None and sum(hi - lo + 1 for lo, hi in allowed) <= SMALL
+
+
+def _groups(cs: list[Cond], grouped: bool) -> list[list[int]]:
+    """Positions of the terminal rules of each group, in rule order: all in one, or
+    narrow destination / narrow source / the rest (empty groups dropped, at most 3)."""
+    terminal = [i for i, c in enumerate(cs) if c.terminal]
+    if not grouped:
+        return [terminal]
+    dst = [i for i in terminal if _narrow(cs[i].dst)]
+    src = [i for i in terminal if not _narrow(cs[i].dst) and _narrow(cs[i].src)]
+    rest = [i for i in terminal if not _narrow(cs[i].dst) and not _narrow(cs[i].src)]
+    return [g for g in (dst, src, rest) if g] or [[]]
+
+
+class Planes:
+    """Rule bit sets (bit = policy position) split into the terminal plane (cut into
+    groups) and the count plane, each renumbered in policy order."""
+
+    def __init__(self, cs: list[Cond], grouped: bool = False) -> None:
         self.n = len(cs)
-        self.terminal = np.array([i for i, c in enumerate(cs) if c.terminal], dtype=np.int64)
+        self.groups = [np.array(g, dtype=np.int64) for g in _groups(cs, grouped)]
         self.counting = np.array([i for i, c in enumerate(cs) if not c.terminal],
                                  dtype=np.int64)
-        self.tw = max(1, (len(self.terminal) + 63) // 64)
-        self.ts = (self.tw + 63) // 64
+        self.tw = [max(1, (len(g) + 63) // 64) if k == 0 else (len(g) + 63) // 64
+                   for k, g in enumerate(self.groups)]
+        self.ts = [(w + 63) // 64 for w in self.tw]
         self.cw = (len(self.counting) + 63) // 64
         self.cs = (self.cw + 63) // 64
+
+    @property
+    def terminal(self) -> np.ndarray:
+        return np.concatenate(self.groups)
+
+    def defines(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        offset = 0
+        for k in range(3):
+            words = self.tw[k] if k < len(self.groups) else 0
+            out |= {f"TW{k}": words, f"TS{k}": self.ts[k] if words else 0}
+            if k:
+                out[f"OFF{k}"] = offset
+            offset += words * 64
+        return out
 
     def vector(self, bits: int) -> bytes:
         raw = np.frombuffer(bits.to_bytes((self.n + 7) // 8 or 1, "little"), dtype=np.uint8)
         flags = np.unpackbits(raw, bitorder="little")[:self.n].astype(bool)
-        out = _plane(flags[self.terminal], self.tw, self.ts)
+        out = b"".join(_plane(flags[g], w, s)
+                       for g, w, s in zip(self.groups, self.tw, self.ts, strict=True) if w)
         if self.cw:
             out += _plane(flags[self.counting], self.cw, self.cs)
+        return out
+
+    def tidx(self) -> list[int]:
+        out: list[int] = []
+        for g, w in zip(self.groups, self.tw, strict=True):
+            out += g.tolist() + [0] * (w * 64 - len(g))
         return out
 
 
@@ -126,10 +168,11 @@ def _dir(cs: list[Cond], name: str) -> tuple[list[int], list[int], list[int], Cl
     return l1, l2 or [0] * 256, l3 or [0] * 256, classes
 
 
-def build(cs: list[Cond], addr: str = "lpm", summary: bool = True) -> Build:
-    planes = Planes(cs)
+def build(cs: list[Cond], addr: str = "lpm", summary: bool = True,
+          grouped: bool = False) -> Build:
+    planes = Planes(cs, grouped)
     fills: dict[str, tuple[bytes, bytes]] = {}
-    defines: dict[str, int | None] = {"TW": planes.tw, "TS": planes.ts}
+    defines: dict[str, int | None] = dict(planes.defines())
     fp, fp_classes = _fp_table(cs)
     fills["fp_class"] = (u32s(range(FP_SIZE)), fp)
     per_field = {"fp": fp_classes}
@@ -153,15 +196,17 @@ def build(cs: list[Cond], addr: str = "lpm", summary: bool = True) -> Build:
         vectors = b"".join(planes.vector(bits) for bits in classes.sets)
         fills["vec_" + field] = (u32s(range(len(classes.sets))), vectors)
         defines[f"NC_{field.upper()}"] = len(classes.sets)
-    fills["tidx"] = _index(planes.terminal.tolist(), planes.tw)
+    table = planes.tidx()
+    fills["tidx"] = (u32s(range(len(table))), u32s(table))
     if planes.cw:
         defines |= {"PFC_COUNT": None, "CW": planes.cw, "CS": planes.cs}
         fills["cidx"] = _index(planes.counting.tolist(), planes.cw)
     if summary:
         defines["PFC_SUMMARY"] = None
     defines["PFC_ADDR_" + addr.upper()] = None
-    name = f"lbvs-{addr}" + ("" if summary else "-plain")
-    stats = {"rules": len(cs), "terminal_words": planes.tw, "count_words": planes.cw}
+    name = f"lbvs-{addr}" + ("" if summary else "-plain") + ("-grouped" if grouped else "")
+    stats = {"rules": len(cs), "terminal_words": sum(planes.tw), "count_words": planes.cw,
+             "groups": [len(g) for g in planes.groups]}
     return Build(name, "lbvs.c", defines, fills,
                  stats | {f"classes_{f}": len(c.sets) for f, c in per_field.items()})
 

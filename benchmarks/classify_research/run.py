@@ -47,9 +47,9 @@ ALGOS = {
     "lbvs-lpm-plain": lambda cs: lbvs.build(cs, "lpm", summary=False),
     "lbvs-dir": lambda cs: lbvs.build(cs, "dir", summary=True),
     "lbvs-dir-plain": lambda cs: lbvs.build(cs, "dir", summary=False),
+    "lbvs-grouped": lambda cs: lbvs.build(cs, "dir", summary=True, grouped=True),
     "tss": lambda cs: _module("tss").build(cs),
     "dtree": lambda cs: _module("dtree").build(cs),
-    "dtree-4": lambda cs: _module("dtree").build(cs, binth=4),
 }
 
 

@@ -119,7 +119,7 @@ def test_the_model_gives_the_interpreters_outcome():
             assert model.classify(cs, model.key(frame)) == (out.rule, list(out.counted))
 
 
-PROTOTYPES = ("lbvs-lpm", "lbvs-dir-plain", "tss", "dtree")
+PROTOTYPES = ("lbvs-lpm", "lbvs-dir-plain", "lbvs-grouped", "tss", "dtree")
 
 
 @kernel
