@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -47,6 +48,13 @@ from pfc.frontend.pipeline import compile_text  # noqa: E402
 
 FIELD_EXPR = ("ip protocol", "ip saddr", "ip daddr", "th sport", "th dport")
 TABLE = "pfcres"
+
+
+def _netns_ino() -> int:
+    return os.stat("/proc/thread-self/ns/net").st_ino
+
+
+HOST_NETNS = _netns_ino()  # the namespace this script started in: never flushed
 
 
 def _ip(v: int) -> str:
@@ -145,9 +153,7 @@ def _nft(text: str) -> float:
 
 def _flush() -> None:
     """Empty the lab namespace's ruleset; refuses in the host's own namespace."""
-    import os
-
-    if os.stat("/proc/thread-self/ns/net").st_ino == os.stat("/proc/1/ns/net").st_ino:
+    if _netns_ino() == HOST_NETNS:
         raise RuntimeError("not inside the lab namespace: refusing to flush the ruleset")
     subprocess.run(["nft", "flush", "ruleset"], check=True)
 
