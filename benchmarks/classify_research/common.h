@@ -10,6 +10,15 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
+/* An array map of n values of type val, indexed by __u32. */
+#define ARRAY(name, n, val)						\
+	struct {							\
+		__uint(type, BPF_MAP_TYPE_ARRAY);			\
+		__uint(max_entries, n);					\
+		__type(key, __u32);					\
+		__type(value, val);					\
+	} name SEC(".maps")
+
 #define PFC_FN static __always_inline __attribute__((unused))
 #define PORT_ABSENT 65536
 #define ACT_DROP 0

@@ -31,14 +31,6 @@ struct entry {
 	__u32 count;
 };
 
-#define ARRAY(name, n, val)						\
-	struct {							\
-		__uint(type, BPF_MAP_TYPE_ARRAY);			\
-		__uint(max_entries, n);					\
-		__type(key, __u32);					\
-		__type(value, val);					\
-	} name SEC(".maps")
-
 ARRAY(roots, NG, __u32);
 ARRAY(nodes, NN, struct node);
 ARRAY(entries, NE, struct entry);

@@ -46,14 +46,6 @@ struct vec {
 #endif
 };
 
-#define ARRAY(name, n, val)						\
-	struct {							\
-		__uint(type, BPF_MAP_TYPE_ARRAY);			\
-		__uint(max_entries, n);					\
-		__type(key, __u32);					\
-		__type(value, val);					\
-	} name SEC(".maps")
-
 ARRAY(fp_class, 515, __u32);
 ARRAY(sp_class, 65537, __u32);
 ARRAY(dp_class, 65537, __u32);

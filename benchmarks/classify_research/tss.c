@@ -31,13 +31,6 @@ struct tentry {
 	__u16 sp_lo, sp_hi, dp_lo, dp_hi;
 };
 
-#define ARRAY(name, n, val)						\
-	struct {							\
-		__uint(type, BPF_MAP_TYPE_ARRAY);			\
-		__uint(max_entries, n);					\
-		__type(key, __u32);					\
-		__type(value, val);					\
-	} name SEC(".maps")
 #define HASH(name, n)							\
 	struct {							\
 		__uint(type, BPF_MAP_TYPE_HASH);			\
