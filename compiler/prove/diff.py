@@ -22,6 +22,7 @@ policies. When the defaults differ every rule is encoded.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import time
 from dataclasses import dataclass, field
@@ -149,18 +150,23 @@ def diff(old: ir.Policy, new: ir.Policy, *, bound: int = DEFAULT_BOUND,
         old, new, alignment)
     result.encoded = (len(rules_a), len(rules_b))
     frame = Frame.fresh(bound=bound)
-    reading = Reading(frame)
-    a = formula.meaning(old, reading, rules_a)
-    b = formula.meaning(new, reading, rules_b)
-    solver = solver_()
-    solver.add(frame.valid(), differ(a, b, frame, alignment.counters))
+    reading = Reading(frame, address_sets="prefixes")
     changed = (frozenset(old.rules[i].index for i in alignment.changed_old),
                frozenset(new.rules[j].index for j in alignment.changed_new))
+    # unchanged runs that decide alike are merged; a changed rule is its own region
+    a = formula.meaning(old, reading, rules_a, merged=not naive, alone=changed[0])
+    b = formula.meaning(new, reading, rules_b, merged=not naive, alone=changed[1])
+    solver = solver_()
+    solver.add(frame.valid(), differ(a, b, frame, alignment.counters))
+    # Every witness lies where a changed rule holds, where the rules left out hold
+    # nowhere: the interpreter judges it by the encoded rules alone, as by all.
+    judged_a = dataclasses.replace(old, rules=tuple(rules_a))
+    judged_b = dataclasses.replace(new, rules=tuple(rules_b))
     while len(result.regions) < limit:
         witness = _witness(solver, frame)
         if witness is None:
             break
-        region = describe_region(old, new, witness, alignment.counters)
+        region = describe_region(judged_a, judged_b, witness, alignment.counters)
         result.regions.append(region)
         solver.add(z3.Not(_cell(a, b, region, alignment.counters, changed)))
     else:
@@ -194,14 +200,12 @@ def _cell(a: formula.Meaning, b: formula.Meaning, region: Region,
     """The frames reported with ``region``: decided by the same changed rule (a side
     whose deciding rule is unchanged is left free: every unchanged rule a changed one
     overlaps would be a region of its own), with the same verdicts and counters."""
-    def rule(index: int | None):
-        return formula.DEFAULT_RULE if index is None else index
     terms = [a.passes == (region.old.verdict != "drop"),
              b.passes == (region.new.verdict != "drop")]
-    keyed = [(a.rule, region.old.rule, changed[0]), (b.rule, region.new.rule, changed[1])]
-    pinned = [(term, index) for term, index, marked in keyed if index in marked]
-    for term, index in pinned or [(term, index) for term, index, _ in keyed]:
-        terms.append(term == rule(index))
+    keyed = [(a, region.old.rule, changed[0]), (b, region.new.rule, changed[1])]
+    pinned = [(m, index) for m, index, marked in keyed if index in marked]
+    for m, index in pinned or [(m, index) for m, index, _ in keyed]:
+        terms.append(m.rule == m.decider(index))
     for i, j in counters:
         if i is not None and i in a.counted:
             terms.append(a.counted[i] == (i in region.old.counted))
