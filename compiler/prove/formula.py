@@ -39,7 +39,8 @@ class Meaning:
     rule: z3.BitVecRef
     counted: dict[int, z3.BoolRef]
     out: z3.ArrayRef
-    merged: dict[int, int] = field(default_factory=dict)  # rule index -> its block's
+    merged: dict[int, int] = field(default_factory=dict)  # rule index -> its run's
+    # (``diff`` encodes runs of rules as one, :mod:`pfc.prove.merge`)
 
     def decider(self, index: int | None) -> int:
         """What ``rule`` is when rule ``index`` (None: the default) decided."""
@@ -49,19 +50,11 @@ class Meaning:
 
 
 def meaning(policy: ir.Policy, reading: Reading,
-            rules: Iterable[ir.Rule] | None = None, *, merged: bool = False,
-            alone: frozenset[int] = frozenset()) -> Meaning:
+            rules: Iterable[ir.Rule] | None = None) -> Meaning:
     """The policy's meaning on ``reading``'s frame. ``rules`` (default: all) is a
     subset, in order, for callers that proved the others cannot hold (``diff``).
-    ``merged``: runs of rules that decide alike are encoded as one
-    (:mod:`pfc.prove.merge`), but for the rules whose index is in ``alone``;
-    ``rule`` is then the run's first rule's index."""
+    Rules that hold on the same frames are encoded once per ``reading``."""
     chosen = list(policy.rules if rules is None else rules)
-    members: dict[int, int] = {}
-    if merged:
-        runs = merge.blocks(chosen, alone)
-        chosen = [block.rule for block in runs]
-        members = {r.index: block.rule.index for block in runs for r in block.rules[1:]}
     holds = [reading.cached(("rule", merge.signature(r)), lambda r=r: rule_holds(r, reading))
              for r in chosen]
     passes = z3.BoolVal(policy.default is ir.Verdict.PASS)
@@ -81,7 +74,7 @@ def meaning(policy: ir.Policy, reading: Reading,
             reached = z3.And(reached, z3.Not(held))
         else:
             counted[rule.index] = z3.And(reached, held)
-    return Meaning(passes, decided, counted, out, members)
+    return Meaning(passes, decided, counted, out)
 
 
 # ------------------------------------------------------------------------------ rules

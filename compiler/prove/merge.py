@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 from pfc.frontend import ir
 from pfc.frontend.matches import merge_ranges
-from pfc.frontend.source import NO_SPAN
 
 MERGEABLE = (ir.AddrMatch, ir.IntMatch)
 
@@ -34,20 +33,25 @@ class Block:
     rules: tuple[ir.Rule, ...]  # the run, in order
 
 
-def plain(match: ir.Match) -> ir.Match:
-    """``match`` without what does not change its meaning (where it was written, the
-    name of the set it came from)."""
-    changes: dict = {"span": NO_SPAN}
-    if isinstance(match, MERGEABLE):
-        changes["set_name"] = None
-    return dataclasses.replace(match, **changes)
+def match_key(match: ir.Match) -> tuple:
+    """What ``match`` tests, as a hashable value (not where it was written, nor the
+    name of the set it came from): equal keys, equal meaning."""
+    if isinstance(match, ir.AddrMatch):
+        return ("addr", match.field, match.prefixes, match.negated)
+    if isinstance(match, ir.IntMatch):
+        return ("int", match.field, match.ranges, match.negated)
+    if isinstance(match, ir.FlagsMatch):
+        return ("flags", match.set, match.clear, match.negated)
+    if isinstance(match, ir.FragMatch):
+        return ("frag", match.negated)
+    return ("payload", match.offset, match.data, match.negated)
 
 
 def signature(rule: ir.Rule) -> tuple:
     """What ``rule`` holds on, as a hashable value: equal signatures, equal frames."""
     action = rule.action
     target = (action.address, action.port) if isinstance(action, ir.Redirect) else None
-    return (rule.family, rule.proto, tuple(plain(m) for m in rule.matches), target)
+    return (rule.family, rule.proto, tuple(match_key(m) for m in rule.matches), target)
 
 
 def _kind(rule: ir.Rule) -> type | None:
@@ -61,7 +65,7 @@ def _hole(a: ir.Rule, b: ir.Rule) -> int | None:
             or a.proto != b.proto or len(a.matches) != len(b.matches)):
         return None
     differ = [i for i, (m, n) in enumerate(zip(a.matches, b.matches, strict=True))
-              if plain(m) != plain(n)]
+              if match_key(m) != match_key(n)]
     if not differ:
         return -1
     if len(differ) > 1:
