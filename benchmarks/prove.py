@@ -11,7 +11,8 @@ naive z3 encoding measured in the same run.
   z3's default solver (arrays kept, no Ackermann reduction), each capped at
   ``--naive-cap``. The kernel confirmation of witnesses is off (``confirm=False``):
   pfc's own artifacts have none.
-- ``--mutants N``: N mutants per target of web-server.pf (edge-drop.pf for cbpf):
+- ``--mutants N``: N mutants per target of ddos-drop-tcp-subnet-payload.pf (the
+  mutation test's example):
   how many the prover says differ (each confirmed by running it in the kernel), how
   many it proves equal, how many are not programs the kernel takes.
 
@@ -157,7 +158,7 @@ def bench_mutants(n: int) -> list[dict]:
 
     out = []
     for target in ("cbpf", "xdp", "tc", "socket", "nft", "iptables"):
-        example = "edge-drop" if target == "cbpf" else "web-server"
+        example = "ddos-drop-tcp-subnet-payload"  # as tests/prove/test_prove.py
         compiled = compile_path(ROOT / "examples" / f"{example}.pf")
         built, _ = build_artifact(compiled, target, **({"dev": "dut"} if target == "nft"
                                                       else {}))
