@@ -174,8 +174,11 @@ def bench_mutants(n: int) -> list[dict]:
                 except Exception:
                     counts["error"] += 1
                     continue
-                key = "proved" if result.equal else (
-                    "differs" if result.confirmed else "unconfirmed")
+                if not result.equal and "refuses to load" in result.note:
+                    key = "refused"  # the verifier rejects it: no program to run
+                else:
+                    key = "proved" if result.equal else (
+                        "differs" if result.confirmed else "unconfirmed")
                 counts[key] += 1
         out.append({"target": target, "example": example, "mutants": n, **counts,
                     "seconds": round(time.perf_counter() - start, 1)})
