@@ -14,6 +14,8 @@ holds on: for those frames they change nothing.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -109,3 +111,57 @@ def _values(match: ir.Match, version: int | None) -> tuple[str, Intervals] | Non
             return "frag", ()
         return "frag", ((0, 0),) if match.negated else ((1, 1),)
     return None
+
+
+class Index:
+    """The boxes of the changed rules, for "does this rule meet any of them?" without
+    testing every pair: per IP version, the boxes that test the version's most tested
+    address field sit in one list sorted by where their values start; a query looks
+    only at those whose values can meet its own (by bisection), plus the boxes that do
+    not test that field. A rule that does not test it either is tested against all.
+    """
+
+    def __init__(self, boxes: list[Box]) -> None:
+        self.boxes = boxes
+        self.by_version: dict[int | None, _Sorted] = {}
+        for version in (4, 6, None):
+            holding = [b for b in boxes if version in b.fields]
+            self.by_version[version] = _Sorted(version, holding)
+
+    def meets(self, other: Box) -> bool:
+        """Some indexed box may share a frame with ``other`` (conservative)."""
+        for version, mine in other.fields.items():
+            for candidate in self.by_version[version].near(mine):
+                if not candidate.disjoint(other):
+                    return True
+        return False
+
+
+class _Sorted:
+    def __init__(self, version: int | None, boxes: list[Box]) -> None:
+        counts: dict[str, int] = {}
+        for b in boxes:
+            for key in b.fields[version]:
+                if key in ("src", "dst"):
+                    counts[key] = counts.get(key, 0) + 1
+        self.key = max(counts, key=counts.__getitem__) if counts else None
+        self.all = boxes
+        self.wild = [b for b in boxes if self.key not in b.fields[version]]
+        spans = sorted((lo, hi, n) for n, b in enumerate(boxes)
+                       if self.key in b.fields[version] for lo, hi in b.fields[version][self.key])
+        self.spans = spans
+        self.starts = [lo for lo, _, _ in spans]
+        self.reach = list(itertools.accumulate((hi for _, hi, _ in spans), max))
+
+    def near(self, fields: dict[str, Intervals]) -> list[Box]:
+        if self.key is None or self.key not in fields:
+            return self.all
+        found: dict[int, Box] = {}
+        for lo, hi in fields[self.key]:
+            end = bisect.bisect_right(self.starts, hi)  # spans starting at or before hi
+            i = end - 1
+            while i >= 0 and self.reach[i] >= lo:  # some span up to i may still reach lo
+                if self.spans[i][1] >= lo:
+                    found.setdefault(self.spans[i][2], self.all[self.spans[i][2]])
+                i -= 1
+        return self.wild + list(found.values())

@@ -22,6 +22,7 @@ policies. When the defaults differ every rule is encoded.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import time
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ import z3
 from pfc.backends.describe import describe, match_text
 from pfc.frontend import ir
 from pfc.oracle import interp
-from pfc.prove import boxes, formula
+from pfc.prove import boxes, formula, merge
 from pfc.prove.frame import DEFAULT_BOUND, Frame, Reading, frame_bytes, frames_differ
 from pfc.prove.frame import solver as solver_
 
@@ -77,8 +78,9 @@ class Result:
 
 # ----------------------------------------------------------------------- alignment
 
-def rule_key(rule: ir.Rule) -> str:
-    return describe(rule)
+def rule_key(rule: ir.Rule) -> tuple:
+    """What a rule does and to which frames: equal keys, the same rule."""
+    return (type(rule.action).__name__, merge.signature(rule))
 
 
 @dataclass(frozen=True)
@@ -86,10 +88,13 @@ class Alignment:
     changed_old: frozenset[int]  # positions in old.rules
     changed_new: frozenset[int]
     counters: tuple[tuple[int | None, int | None], ...]  # (old index, new index)
+    keys: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())  # each rule's key, numbered
 
 
 def align(old: ir.Policy, new: ir.Policy) -> Alignment:
-    a, b = [rule_key(r) for r in old.rules], [rule_key(r) for r in new.rules]
+    ids: dict[tuple, int] = {}  # each distinct key hashed once, compared as a number
+    a = [ids.setdefault(rule_key(r), len(ids)) for r in old.rules]
+    b = [ids.setdefault(rule_key(r), len(ids)) for r in new.rules]
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     changed_a, changed_b, pairs = set(), set(), []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -101,24 +106,40 @@ def align(old: ir.Policy, new: ir.Policy) -> Alignment:
         for k in range(max(len(olds), len(news))):
             pairs.append((olds[k] if k < len(olds) else None,
                           news[k] if k < len(news) else None))
-    return Alignment(frozenset(changed_a), frozenset(changed_b), tuple(pairs))
+    return Alignment(frozenset(changed_a), frozenset(changed_b), tuple(pairs),
+                     (tuple(a), tuple(b)))
 
 
 def relevant(old: ir.Policy, new: ir.Policy,
              alignment: Alignment) -> tuple[list[ir.Rule], list[ir.Rule]]:
-    """The rules to encode (module doc): all when the defaults differ."""
+    """The rules to encode (module doc): all when the defaults differ. One box per
+    distinct rule; the changed rules' boxes indexed (``boxes.Index``)."""
     if old.default != new.default:
         return list(old.rules), list(new.rules)
-    changed = [boxes.box(old.rules[i]) for i in sorted(alignment.changed_old)]
-    changed += [boxes.box(new.rules[j]) for j in sorted(alignment.changed_new)]
+    memo: dict[int, boxes.Box] = {}
 
-    def keep(rules: tuple[ir.Rule, ...], marked: frozenset[int]) -> list[ir.Rule]:
+    def box(rule: ir.Rule, key: int) -> boxes.Box:
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = boxes.box(rule)
+        return got
+    (keys_a, keys_b), sides = alignment.keys, ((old, alignment.changed_old, 0),
+                                               (new, alignment.changed_new, 1))
+    index = boxes.Index([box(p.rules[i], alignment.keys[k][i])
+                         for p, marked, k in sides for i in sorted(marked)])
+    meets: dict[int, bool] = {}
+
+    def keep(rules: tuple[ir.Rule, ...], keys: tuple, marked: frozenset[int]) -> list[ir.Rule]:
         out = []
         for pos, rule in enumerate(rules):
-            if pos in marked or not all(boxes.box(rule).disjoint(c) for c in changed):
+            key = keys[pos]
+            if key not in meets:
+                meets[key] = index.meets(box(rule, key))
+            if pos in marked or meets[key]:
                 out.append(rule)
         return out
-    return keep(old.rules, alignment.changed_old), keep(new.rules, alignment.changed_new)
+    return keep(old.rules, keys_a, alignment.changed_old), keep(new.rules, keys_b,
+                                                                alignment.changed_new)
 
 
 # ------------------------------------------------------------------------- solving
@@ -149,18 +170,20 @@ def diff(old: ir.Policy, new: ir.Policy, *, bound: int = DEFAULT_BOUND,
         old, new, alignment)
     result.encoded = (len(rules_a), len(rules_b))
     frame = Frame.fresh(bound=bound)
-    reading = Reading(frame)
-    a = formula.meaning(old, reading, rules_a)
-    b = formula.meaning(new, reading, rules_b)
-    solver = solver_()
-    solver.add(frame.valid(), differ(a, b, frame, alignment.counters))
+    reading = Reading(frame, address_sets="prefixes")
     changed = (frozenset(old.rules[i].index for i in alignment.changed_old),
                frozenset(new.rules[j].index for j in alignment.changed_new))
+    # unchanged runs that decide alike are merged; a changed rule is its own region
+    judge_a = Judge(old, rules_a, changed[0], merged=not naive)
+    judge_b = Judge(new, rules_b, changed[1], merged=not naive)
+    a, b = judge_a.meaning(reading), judge_b.meaning(reading)
+    solver = solver_()
+    solver.add(frame.valid(), differ(a, b, frame, alignment.counters))
     while len(result.regions) < limit:
         witness = _witness(solver, frame)
         if witness is None:
             break
-        region = describe_region(old, new, witness, alignment.counters)
+        region = describe_region(judge_a, judge_b, witness, alignment.counters)
         result.regions.append(region)
         solver.add(z3.Not(_cell(a, b, region, alignment.counters, changed)))
     else:
@@ -194,14 +217,12 @@ def _cell(a: formula.Meaning, b: formula.Meaning, region: Region,
     """The frames reported with ``region``: decided by the same changed rule (a side
     whose deciding rule is unchanged is left free: every unchanged rule a changed one
     overlaps would be a region of its own), with the same verdicts and counters."""
-    def rule(index: int | None):
-        return formula.DEFAULT_RULE if index is None else index
     terms = [a.passes == (region.old.verdict != "drop"),
              b.passes == (region.new.verdict != "drop")]
-    keyed = [(a.rule, region.old.rule, changed[0]), (b.rule, region.new.rule, changed[1])]
-    pinned = [(term, index) for term, index, marked in keyed if index in marked]
-    for term, index in pinned or [(term, index) for term, index, _ in keyed]:
-        terms.append(term == rule(index))
+    keyed = [(a, region.old.rule, changed[0]), (b, region.new.rule, changed[1])]
+    pinned = [(m, index) for m, index, marked in keyed if index in marked]
+    for m, index in pinned or [(m, index) for m, index, _ in keyed]:
+        terms.append(m.rule == m.decider(index))
     for i, j in counters:
         if i is not None and i in a.counted:
             terms.append(a.counted[i] == (i in region.old.counted))
@@ -212,28 +233,59 @@ def _cell(a: formula.Meaning, b: formula.Meaning, region: Region,
 
 # ---------------------------------------------------------------------- describing
 
-def side(policy: ir.Policy, frame: bytes) -> Side:
-    out = interp.evaluate(policy, frame)
-    if out.rule is None:
-        return Side(policy.default.value, None, None, f"default {policy.default.value}",
-                    out.counted)
-    rule = policy.rule(out.rule)
-    verdict = out.verdict.value
-    if isinstance(rule.action, ir.Redirect):
-        port = f":{rule.action.port}" if rule.action.port is not None else ""
-        verdict = f"redirect to {rule.action.address}{port}"
-    return Side(verdict, rule.index, rule.line, describe(rule), out.counted)
+class Judge:
+    """The interpreter on the rules one side encodes. Every witness lies where a
+    changed rule holds, where the rules left out hold nowhere: judged by the encoded
+    rules alone, as by all. ``merged``: by their runs (:mod:`pfc.prove.merge`), as
+    encoded, the deciding member of a run found by the interpreter on the run alone."""
+
+    def __init__(self, policy: ir.Policy, rules: list[ir.Rule] | None = None,
+                 alone: frozenset[int] = frozenset(), *, merged: bool = False) -> None:
+        rules = list(policy.rules) if rules is None else rules
+        self.runs = merge.blocks(rules, alone) if merged else [
+            merge.Block(r, (r,)) for r in rules]
+        self.by_index = {r.index: r for r in rules}
+        self.policy = dataclasses.replace(policy, rules=tuple(b.rule for b in self.runs))
+        self.members = {b.rule.index: dataclasses.replace(policy, rules=b.rules)
+                        for b in self.runs if len(b.rules) > 1}
+
+    def meaning(self, reading: Reading) -> formula.Meaning:
+        m = formula.meaning(self.policy, reading)
+        merged = {r.index: b.rule.index for b in self.runs for r in b.rules[1:]}
+        return dataclasses.replace(m, merged=merged)
+
+    def rule(self, index: int) -> ir.Rule:
+        return self.by_index[index]
+
+    def evaluate(self, frame: bytes) -> interp.Outcome:
+        out = interp.evaluate(self.policy, frame)
+        run = self.members.get(out.rule) if out.rule is not None else None
+        if run is not None:
+            out = dataclasses.replace(out, rule=interp.evaluate(run, frame).rule)
+        return out
+
+    def side(self, frame: bytes) -> Side:
+        out = self.evaluate(frame)
+        default = self.policy.default.value
+        if out.rule is None:
+            return Side(default, None, None, f"default {default}", out.counted)
+        rule = self.rule(out.rule)
+        verdict = out.verdict.value
+        if isinstance(rule.action, ir.Redirect):
+            port = f":{rule.action.port}" if rule.action.port is not None else ""
+            verdict = f"redirect to {rule.action.address}{port}"
+        return Side(verdict, rule.index, rule.line, describe(rule), out.counted)
 
 
-def describe_region(old: ir.Policy, new: ir.Policy, witness: bytes,
+def describe_region(old: Judge, new: Judge, witness: bytes,
                     counters: tuple[tuple[int | None, int | None], ...] = ()) -> Region:
     """The region of ``witness``: what each policy does to it, and the frames the
     deciding rules (and the count rules that differ) hold on together."""
-    a, b = side(old, witness), side(new, witness)
+    a, b = old.side(witness), new.side(witness)
     changes, rules = [], []
     if a.verdict != b.verdict:
         changes.append(f"{a.verdict} → {b.verdict}")
-    elif interp.evaluate(old, witness).frame != interp.evaluate(new, witness).frame:
+    elif old.evaluate(witness).frame != new.evaluate(witness).frame:
         changes.append(f"rewritten bytes differ ({a.verdict} → {b.verdict})")
     rules += [p.rule(s.rule) for p, s in ((old, a), (new, b)) if s.rule is not None]
     for i, j in counters:

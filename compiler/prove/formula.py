@@ -19,14 +19,14 @@ generated policies and frames.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import z3
 
 from pfc.frontend import ir
 from pfc.frontend.ir import Family, Layer
 from pfc.frontend.matches import merge_ranges
-from pfc.prove import rewrite
+from pfc.prove import merge, rewrite
 from pfc.prove.frame import Frame, Reading, bv, concrete, u32
 
 DEFAULT_RULE = 0xFFFFFFFF  # ``rule`` when the default decided
@@ -39,14 +39,24 @@ class Meaning:
     rule: z3.BitVecRef
     counted: dict[int, z3.BoolRef]
     out: z3.ArrayRef
+    merged: dict[int, int] = field(default_factory=dict)  # rule index -> its run's
+    # (``diff`` encodes runs of rules as one, :mod:`pfc.prove.merge`)
+
+    def decider(self, index: int | None) -> int:
+        """What ``rule`` is when rule ``index`` (None: the default) decided."""
+        if index is None:
+            return DEFAULT_RULE
+        return self.merged.get(index, index)
 
 
 def meaning(policy: ir.Policy, reading: Reading,
             rules: Iterable[ir.Rule] | None = None) -> Meaning:
     """The policy's meaning on ``reading``'s frame. ``rules`` (default: all) is a
-    subset, in order, for callers that proved the others cannot hold (``diff``)."""
+    subset, in order, for callers that proved the others cannot hold (``diff``).
+    Rules that hold on the same frames are encoded once per ``reading``."""
     chosen = list(policy.rules if rules is None else rules)
-    holds = [rule_holds(r, reading) for r in chosen]
+    holds = [reading.cached(("rule", merge.signature(r)), lambda r=r: rule_holds(r, reading))
+             for r in chosen]
     passes = z3.BoolVal(policy.default is ir.Verdict.PASS)
     decided, out = bv(DEFAULT_RULE), reading.frame.data
     for rule, held in reversed(list(zip(chosen, holds, strict=True))):
@@ -208,7 +218,8 @@ def addr_holds(match: ir.AddrMatch, reading: Reading) -> z3.BoolRef:
     for version in (4, 6):
         present, raw = ip_raw(match.field, version, reading)
         inside = prefixes_hold(raw, [p for p in match.prefixes if p.version == version],
-                               _tops(reading, match.field, version, raw))
+                               _tops(reading, match.field, version, raw),
+                               few=None if reading.address_sets == "intervals" else ANY_NUMBER)
         terms.append(z3.And(present, z3.Not(inside) if match.negated else inside))
     return z3.Or(*terms)
 
@@ -221,15 +232,16 @@ def _tops(reading: Reading, name: str, version: int, raw: z3.BitVecRef):
 
 
 def prefixes_hold(addr: z3.BitVecRef, prefixes: list[ir.IPNetwork],
-                  top=None) -> z3.BoolRef:
-    """``addr`` lies in one of ``prefixes`` (all of its family). Few prefixes: one
-    equality of the top bits each; many: the merged address intervals, each as
-    ``start <= addr < end`` (as interval sets hold them: the artifacts' own form).
-    ``top(n)``: the address's top ``n`` bits (a cache; default: extracted here)."""
+                  top=None, few: int | None = None) -> z3.BoolRef:
+    """``addr`` lies in one of ``prefixes`` (all of its family). Up to ``few``
+    prefixes (default ``FEW_PREFIXES``): one equality of the top
+    bits each; more: the merged address intervals, each as ``start <= addr < end``
+    (as interval sets hold them: the artifacts' own form). ``top(n)``: the address's
+    top ``n`` bits (a cache; default: extracted here)."""
     if any(net.prefixlen == 0 for net in prefixes):
         return TRUE
     bits = addr.size()
-    if len(prefixes) <= FEW_PREFIXES:
+    if len(prefixes) <= (FEW_PREFIXES if few is None else few):
         top = top or (lambda n: z3.Extract(bits - 1, bits - n, addr))
         return z3.Or(*[top(n.prefixlen) == int(n.network_address) >> (bits - n.prefixlen)
                        for n in prefixes])
@@ -241,6 +253,7 @@ def prefixes_hold(addr: z3.BitVecRef, prefixes: list[ir.IPNetwork],
 
 
 FEW_PREFIXES = 8
+ANY_NUMBER = 1 << 62
 
 
 def intervals(prefixes: list[ir.IPNetwork]) -> tuple[tuple[int, int], ...]:

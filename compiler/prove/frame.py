@@ -81,6 +81,10 @@ class Reading:
 
     frame: Frame
     skip_tag: bool = True
+    # how a long address list is encoded (``formula.prefixes_hold``): "intervals" (the
+    # artifacts' own form, for proofs against them) or "prefixes" (equalities of top
+    # bits: 2x faster to solve when both sides are policies, as in ``diff``)
+    address_sets: str = "intervals"
     memo: dict = field(default_factory=dict, compare=False, repr=False)  # field reads
 
     def cached(self, key: tuple, build):

@@ -145,8 +145,12 @@ def _put16(data: z3.ArrayRef, at: z3.BitVecRef, value: z3.BitVecRef) -> z3.Array
 
 def _csum_replace(vm: Machine, s: State, l4: bool):
     off = z3.Extract(31, 0, s.reg(2)[1])
-    flags = _const(s.reg(5), "checksum helper flags")
-    size, pseudo_mm = flags & 0xF, flags & 0x20
+    flags = s.reg(5)
+    if flags[0] != "s":
+        raise Unsupported("checksum helper flags is not a number")
+    size = _const(("s", flags[1] & 0xF), "checksum helper size")
+    # BPF_F_MARK_MANGLED_0 may depend on the frame (tc's `zero = pr == 17 ? ... : 0`)
+    mangled = z3.simplify(flags[1] & 0x20 != 0)
     fr, to = s.reg(3)[1], s.reg(4)[1]
     ok = z3.And(z3.ULE(off, 0xFFFF), off & 1 == 0, vm.frame.has(off, 2))
     old = _sum16_at(s, off)
@@ -163,9 +167,9 @@ def _csum_replace(vm: Machine, s: State, l4: bool):
     else:
         raise Unsupported(f"checksum helper size {size}")
     skip = z3.BoolVal(False)
-    if l4 and pseudo_mm:
-        skip = old == 0
-        new = z3.If(new == 0, z3.BitVecVal(0xFFFF, 16), new)
+    if l4 and not z3.is_false(mangled):
+        skip = z3.And(mangled, old == 0)
+        new = z3.If(z3.And(mangled, new == 0), z3.BitVecVal(0xFFFF, 16), new)
     write = z3.And(ok, z3.Not(skip))
     data = z3.If(write, _put16(s.data, off, new), s.data)
     return State(s.cond, s.regs, s.stack, data, s.spills), scalar(
