@@ -78,7 +78,11 @@ class Result:
 # ----------------------------------------------------------------------- alignment
 
 def rule_key(rule: ir.Rule) -> str:
-    return describe(rule)
+    """The rule as written, with the contents of the named sets it uses (a set whose
+    contents changed is a changed rule, though its text is the same)."""
+    named = [str(getattr(m, "prefixes", None) or getattr(m, "ranges", None))
+             for m in rule.matches if getattr(m, "set_name", None)]
+    return describe(rule) + ("\0" + "\0".join(named) if named else "")
 
 
 @dataclass(frozen=True)
