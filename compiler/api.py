@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,8 @@ from pfc.oracle import interp
 
 if TYPE_CHECKING:
     from pfc.deploy.load import Result, Status
+    from pfc.deploy.preview import Preview
+    from pfc.prove.diff import Result as DiffResult
     from pfc.verifier.run import TargetResult
 
 PolicyInput = str | os.PathLike | Compiled
@@ -155,13 +158,81 @@ def load(policy: PolicyInput, target: str, dev: str, *, netns: str | None = None
     ``dev`` (in namespace ``netns``), replacing pfc's previous policy there atomically.
     All or nothing: LoadError leaves the host as it was."""
     from pfc.deploy import load as deploying
+    from pfc.deploy.snapshot import Copy
 
     compiled = front(policy)
     options = {"hook": hook, "dev": dev, "table": table}
     artifact = compile(compiled, target, hook=hook, dev=dev, table=table)
     rows = deploying.rule_rows(compiled.policy, artifact.policy, compiled.rule_text)
+    copy = Copy.of(compiled, {"target": target, "hook": hook, "table": table, "mode": mode})
     return deploying.load(artifact, compiled.source.name, compiled.source.text, rows, dev,
-                          netns, force, mode, options)
+                          netns, force, mode, options, copy)
+
+
+@dataclass
+class DryRun:
+    """``pfc load --dry-run``: the kernel's check and what would change. ``removed`` and
+    ``added`` are (line, rule text) of the loaded and the new policy (``pfc diff``'s
+    alignment); ``diff`` the regions of frames whose verdict, counters or rewrite
+    change; both None when nothing is loaded there or pfc kept no copy of it
+    (``compared`` says which)."""
+
+    preview: Preview
+    compared: str  # "nothing loaded" | "no copy" | "compared"
+    removed: list[tuple[int, str]] | None = None
+    added: list[tuple[int, str]] | None = None
+    diff: DiffResult | None = None
+    set_files: dict[str, tuple[int, int]] | None = None  # path → (lines removed, added)
+
+    @property
+    def changes(self) -> bool:
+        return self.compared != "compared" or bool(self.removed or self.added or
+                                                   self.set_files) or \
+            not (self.diff is None or self.diff.same)
+
+
+def _set_file_changes(old: Compiled, new: Compiled) -> dict[str, tuple[int, int]]:
+    """Per set file of the new policy whose text differs from the loaded copy's: the
+    lines (entries, comments) removed and added."""
+    out = {}
+    for name, src in new.sources.items():
+        before = old.sources.get(name)
+        if name == new.source.name or before is None or before.text == src.text:
+            continue
+        a, b = set(before.text.splitlines()), set(src.text.splitlines())
+        out[name] = (len(a - b), len(b - a))
+    return out
+
+
+def dry_run(policy: PolicyInput, target: str, dev: str, *, netns: str | None = None,
+            force: bool = False, mode: str | None = None, hook: str | None = None,
+            table: str = "pfc", limit: int = 8) -> DryRun:
+    """``pfc load --dry-run``: compile, have the kernel check what ``load`` would send
+    (verifier load without attach, ``nft -c``, ``iptables-restore --test`` in a scratch
+    namespace), and compare with the policy loaded there now (rules removed and added,
+    and ``pfc diff``'s regions, at most ``limit``). Changes nothing. CompileError,
+    LoadError (the load would fail) as for :func:`load`."""
+    from pfc.deploy.preview import preview
+    from pfc.deploy.snapshot import compile_copy
+    from pfc.prove.diff import align, diff
+
+    compiled = front(policy)
+    artifact = compile(compiled, target, hook=hook, dev=dev, table=table)
+    seen = preview(artifact, dev, netns, force, mode, {"hook": hook, "dev": dev,
+                                                       "table": table})
+    if seen.previous is None:
+        return DryRun(seen, "nothing loaded")
+    old = compile_copy(seen.loaded) if seen.loaded else None
+    if old is None or old.policy is None:
+        return DryRun(seen, "no copy")
+    new = compiled.require()
+    alignment = align(old.policy, new)
+    removed = [(old.policy.rules[i].line, old.rule_text(old.policy.rules[i]))
+               for i in sorted(alignment.changed_old)]
+    added = [(new.rules[j].line, compiled.rule_text(new.rules[j]))
+             for j in sorted(alignment.changed_new)]
+    return DryRun(seen, "compared", removed, added, diff(old.policy, new, limit=limit),
+                  _set_file_changes(old, compiled))
 
 
 def unload(target: str, dev: str, *, netns: str | None = None) -> Result:
