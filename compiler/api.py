@@ -35,6 +35,7 @@ from pfc.frontend.pipeline import Compiled, compile_path, compile_text
 from pfc.oracle import interp
 
 if TYPE_CHECKING:
+    from pfc.deploy.apply import Outcome
     from pfc.deploy.load import Result, Status
     from pfc.deploy.preview import Preview
     from pfc.prove.diff import Result as DiffResult
@@ -157,16 +158,9 @@ def load(policy: PolicyInput, target: str, dev: str, *, netns: str | None = None
     """``pfc load``: compile for ``target`` (xdp, tc, nft, iptables) and attach to
     ``dev`` (in namespace ``netns``), replacing pfc's previous policy there atomically.
     All or nothing: LoadError leaves the host as it was."""
-    from pfc.deploy import load as deploying
-    from pfc.deploy.snapshot import Copy
+    from pfc.deploy.apply import load_compiled
 
-    compiled = front(policy)
-    options = {"hook": hook, "dev": dev, "table": table}
-    artifact = compile(compiled, target, hook=hook, dev=dev, table=table)
-    rows = deploying.rule_rows(compiled.policy, artifact.policy, compiled.rule_text)
-    copy = Copy.of(compiled, {"target": target, "hook": hook, "table": table, "mode": mode})
-    return deploying.load(artifact, compiled.source.name, compiled.source.text, rows, dev,
-                          netns, force, mode, options, copy)
+    return load_compiled(front(policy), target, dev, netns, force, mode, hook, table)
 
 
 @dataclass
@@ -235,6 +229,24 @@ def dry_run(policy: PolicyInput, target: str, dev: str, *, netns: str | None = N
                   _set_file_changes(old, compiled))
 
 
+def apply(config: str | os.PathLike | None = None, *,
+          dry_run: bool = False) -> list[Outcome]:
+    """``pfc apply``: make the host hold what the config (default ``PFC_CONFIG`` or
+    /etc/pfc/pfc.conf) lists, and no other policy of pfc's (docs/operate.md). One
+    :class:`~pfc.deploy.apply.Outcome` per place; ``dry_run``: what would be done, each
+    load with its :func:`dry_run`. ConfigError for a config that cannot be read (then
+    nothing is done: :func:`pfc.deploy.apply.fallback_all` is the CLI's answer)."""
+    from pfc.deploy import apply as applying
+
+    conf = applying.read_config(applying.config_path(None if config is None
+                                                     else os.fspath(config)))
+
+    def preview(compiled: Compiled, e: applying.Entry) -> DryRun:
+        return dry_run_(compiled, e.target, e.dev, netns=e.netns, force=True, mode=e.mode,
+                        hook=e.hook, table=e.table)
+    return applying.apply(conf, preview if dry_run else None)
+
+
 def unload(target: str, dev: str, *, netns: str | None = None) -> Result:
     """``pfc unload``: remove exactly what ``load`` attached; idempotent."""
     from pfc.deploy import load as deploying
@@ -248,3 +260,6 @@ def status(dev: str | None = None, netns: str | None = None) -> list[Status]:
     from pfc.deploy import load as deploying
 
     return deploying.status(dev, netns)
+
+
+dry_run_ = dry_run  # apply's keyword ``dry_run`` shadows the function
