@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from pfc.deploy.apply import Outcome
     from pfc.deploy.load import Result, Status
     from pfc.deploy.preview import Preview
+    from pfc.deploy.sets import Change as SetChange
     from pfc.prove.diff import Result as DiffResult
     from pfc.verifier.run import TargetResult
 
@@ -245,6 +246,27 @@ def apply(config: str | os.PathLike | None = None, *,
         return dry_run_(compiled, e.target, e.dev, netns=e.netns, force=True, mode=e.mode,
                         hook=e.hook, table=e.table)
     return applying.apply(conf, preview if dry_run else None)
+
+
+def set_entries(op: str, name: str, entries: Iterable[str], dev: str, *,
+                target: str | None = None, netns: str | None = None,
+                label: str = "<entries>") -> list[SetChange]:
+    """``pfc set OP NAME``: ``add``, ``del`` or ``replace`` the entries (addresses,
+    prefixes; set-file lines) of the loaded policy's ``set NAME = file`` on ``dev``, for
+    ``target`` or every policy pfc loaded there, atomically (docs/operate.md).
+    LoadError when it cannot (nothing is changed then)."""
+    from pfc.deploy import sets
+    from pfc.deploy.base import LoadError, current_netns, in_netns
+    from pfc.deploy.state import records
+
+    nets = sets.parse_entries(name, list(entries), label)
+    if target is None:
+        with in_netns(netns):
+            found = [r.target for r in records(netns or current_netns(), dev)]
+        if not found:
+            raise LoadError(f"pfc loaded nothing on {dev}", hint="`pfc status`")
+        return [sets.change(op, name, nets, dev, t, netns) for t in found]
+    return [sets.change(op, name, nets, dev, target, netns)]
 
 
 def unload(target: str, dev: str, *, netns: str | None = None) -> Result:

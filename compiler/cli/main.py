@@ -28,11 +28,12 @@ from pfc.cli.lsp import LSP
 from pfc.cli.output import OutputError, shown
 from pfc.cli.prove import DIFF, PROVE
 from pfc.cli.run import FRAMES, RUN
+from pfc.cli.set import SET
 from pfc.cli.verify import VERIFY
 
 # Every command, in `pfc --help` order.
 COMMANDS: tuple[Command, ...] = (CHECK, FMT, COMPILE, RUN, FRAMES, VERIFY, DIFF, PROVE, BENCH,
-                                 LOAD, UNLOAD, STATUS, APPLY, TARGETS, LSP)
+                                 LOAD, UNLOAD, STATUS, APPLY, SET, TARGETS, LSP)
 
 DESCRIPTION = """\
 pfc compiles one packet-filter policy language to every Linux hook (classic BPF, eBPF

@@ -193,7 +193,7 @@ def apply_entry(e: Entry, dry: DryRun | None = None) -> Outcome:
     if not compiled.ok:
         raise CompileError(compiled.diagnostics, compiled.sources)
     wanted = snapshot.Copy.of(compiled, e.options)
-    if record is not None and health == "ok" and copy and copy.digest == wanted.digest:
+    if record is not None and health == "ok" and copy and copy.applied == wanted.digest:
         return Outcome(e.place, "unchanged")
     action = "loaded" if record is None else ("replaced" if health == "ok" else "repaired")
     if dry is not None:

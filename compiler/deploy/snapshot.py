@@ -45,6 +45,12 @@ class Copy:
     main: str  # the policy file's path as the compiler read it
     sources: dict[str, str]  # path → text (the policy and its set files)
     options: dict = field(default_factory=dict)  # target, hook, table, mode
+    origin: str | None = None  # `pfc set` changed it: the digest of what was loaded
+
+    @property
+    def applied(self) -> str:
+        """The digest of the policy as loaded, before any live set change."""
+        return self.origin or self.digest
 
     @property
     def digest(self) -> str:
@@ -74,7 +80,8 @@ def compile_copy(copy: Copy) -> Compiled:
 def _read(p: Path) -> Copy | None:
     try:
         data = json.loads(p.read_text())
-        copy = Copy(str(data["main"]), dict(data["sources"]), dict(data.get("options", {})))
+        copy = Copy(str(data["main"]), dict(data["sources"]), dict(data.get("options", {})),
+                    data.get("origin"))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return copy if copy.main in copy.sources else None
