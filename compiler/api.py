@@ -159,9 +159,11 @@ def load(policy: PolicyInput, target: str, dev: str, *, netns: str | None = None
     """``pfc load``: compile for ``target`` (xdp, tc, nft, iptables) and attach to
     ``dev`` (in namespace ``netns``), replacing pfc's previous policy there atomically.
     All or nothing: LoadError leaves the host as it was."""
-    from pfc.deploy.apply import load_compiled
+    from pfc.deploy.preview import load_compiled
 
-    return load_compiled(front(policy), target, dev, netns, force, mode, hook, table)
+    compiled = front(policy)
+    artifact = compile(compiled, target, hook=hook, dev=dev, table=table)
+    return load_compiled(compiled, target, dev, netns, force, mode, hook, table, artifact)
 
 
 @dataclass

@@ -368,7 +368,11 @@ def _header(s: loading.Status):
 
 
 def _report(args: argparse.Namespace) -> loading.Report:
-    return loading.report(args.dev, args.netns, every=args.every, prune=args.prune)
+    from pfc.deploy.sets import drifted
+
+    report = loading.report(args.dev, args.netns, every=args.every, prune=args.prune)
+    drifted(report.entries)  # nft sets and ipsets changed outside pfc
+    return report
 
 
 def _console():

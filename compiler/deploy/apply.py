@@ -37,10 +37,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pfc.build import build_artifact
 from pfc.deploy import load as deploying
-from pfc.deploy import snapshot, state
+from pfc.deploy import sets, snapshot, state
 from pfc.deploy.base import LoadError, current_netns, in_netns, netns_path
+from pfc.deploy.preview import load_compiled
 from pfc.frontend.diagnostics import CompileError
 from pfc.frontend.pipeline import Compiled, compile_path
 
@@ -154,23 +154,6 @@ class Outcome:
 DryRun = Callable[[Compiled, Entry], object]  # pfc.api's dry run of one entry
 
 
-def load_compiled(compiled: Compiled, target: str, dev: str, netns: str | None = None,
-                  force: bool = False, mode: str | None = None, hook: str | None = None,
-                  table: str = "pfc") -> deploying.Result:
-    """``pfc load`` of a front-end result: build the artifact, attach it, keep a copy of
-    its sources beside the record. CompileError for a policy the target refuses."""
-    compiled.require()
-    artifact, diags = build_artifact(compiled, target, hook=hook, dev=dev, table=table)
-    if artifact is None:
-        raise CompileError(diags, compiled.sources)
-    rows = deploying.rule_rows(compiled.policy, artifact.policy, compiled.rule_text)
-    copy = snapshot.Copy.of(compiled, {"target": target, "hook": hook, "table": table,
-                                       "mode": mode})
-    return deploying.load(artifact, compiled.source.name, compiled.source.text, rows, dev,
-                          netns, force, mode, {"hook": hook, "dev": dev, "table": table},
-                          copy)
-
-
 def _current(e: Entry) -> tuple[state.Record | None, str, snapshot.Copy | None]:
     """pfc's record at the entry's place, the kernel's health of it, and its copy."""
     if netns_path(e.netns) is None:
@@ -184,7 +167,11 @@ def _current(e: Entry) -> tuple[state.Record | None, str, snapshot.Copy | None]:
         copy = snapshot.read_loaded(e.netns, e.dev, e.target)
     if record is None:
         return None, "vanished", None
-    return record, deploying.inspect(record).health, copy
+    health = deploying.inspect(record).health
+    if health == "ok":
+        with in_netns(e.netns):
+            health = "changed" if sets.drift(record) else "ok"
+    return record, health, copy
 
 
 def apply_entry(e: Entry, dry: DryRun | None = None) -> Outcome:

@@ -16,6 +16,9 @@ Then what is loaded now is read: the record, its health, and the copy of the loa
 policy's sources (:mod:`pfc.deploy.snapshot`) for the caller to diff against
 (:func:`pfc.api.dry_run` runs ``pfc diff``'s functions on it). No state file is
 written, no journal entry, and an unfinished load is reported, not settled.
+
+:func:`load_compiled` is the load that follows a preview (``apply``, ``pfc set``'s
+replace): compile, attach, keep the copy.
 """
 
 from __future__ import annotations
@@ -23,16 +26,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pfc.backends.base import Artifact
+from pfc.build import build_artifact
 from pfc.deploy import journal, snapshot, state
+from pfc.deploy import load as deploying
 from pfc.deploy.base import (
     Inspection,
-    LoadError,
     Plan,
     check_privileges,
     ifindex,
     in_netns,
 )
 from pfc.deploy.load import _check_dev, loader
+from pfc.frontend.diagnostics import CompileError
+from pfc.frontend.pipeline import Compiled
 
 
 @dataclass
@@ -96,4 +102,20 @@ def preview(artifact: Artifact, dev: str, netns: str | None = None, force: bool 
     return Preview(target, dev, ns_name, checked, previous, health, loaded, warnings)
 
 
-__all__ = ["LoadError", "Preview", "preview"]
+def load_compiled(compiled: Compiled, target: str, dev: str, netns: str | None = None,
+                  force: bool = False, mode: str | None = None, hook: str | None = None,
+                  table: str = "pfc", artifact: Artifact | None = None) -> deploying.Result:
+    """``pfc load`` of a front-end result: build the artifact, attach it, keep a copy of
+    its sources beside the record. CompileError for a policy the target refuses."""
+    compiled.require()
+    if artifact is None:  # (pfc.api.load builds it through pfc.api.compile)
+        artifact, diags = build_artifact(compiled, target, hook=hook, dev=dev, table=table)
+        if artifact is None:
+            raise CompileError(diags, compiled.sources)
+    rows = deploying.rule_rows(compiled.policy, artifact.policy, compiled.rule_text)
+    copy = snapshot.Copy.of(compiled, {"target": target, "hook": hook, "table": table,
+                                       "mode": mode})
+    return deploying.load(artifact, compiled.source.name, compiled.source.text, rows, dev,
+                          netns, force, mode, {"hook": hook, "dev": dev, "table": table},
+                          copy)
+

@@ -336,7 +336,7 @@ def _counts(old: dict[int, list[Net]], new: dict[int, list[Net]]) -> tuple[int, 
 def _reload(copy: snapshot.Copy, key: str, name: str, new: dict[int, list[Net]],
             counts: tuple[int, int], dev: str, target: str, ns: str) -> Change:
     """The policy recompiled from the copy with the new contents, replaced atomically."""
-    from pfc.deploy.apply import load_compiled
+    from pfc.deploy.preview import load_compiled
     from pfc.frontend.diagnostics import CompileError
 
     changed = with_contents(copy, key, new)
@@ -354,3 +354,81 @@ def _reload(copy: snapshot.Copy, key: str, name: str, new: dict[int, list[Net]],
     return Change(target, dev, name, len(new[4]) + len(new[6]), *counts,
                   "policy replaced atomically (recompiled; counters restart)",
                   time.perf_counter() - started)
+
+
+# -------------------------------------------------------------------------- drift
+
+def _nft_kernel(a: dict, sname: str) -> list[Net] | None:
+    from pfc.deploy import nft as load_nft
+
+    rc, out, _ = load_nft._cmd(f"list set {a['family']} {a['table']} {sname}")
+    if rc != 0:
+        return None
+    nets: list[Net] = []
+    for item in json.loads(out).get("nftables", []):
+        for e in item.get("set", {}).get("elem", []):
+            e = e.get("elem", {}).get("val", e) if isinstance(e, dict) and "elem" in e else e
+            if isinstance(e, str):
+                nets += parse_entries(sname, [e])
+            elif "prefix" in e:
+                nets += parse_entries(sname, [f"{e['prefix']['addr']}/{e['prefix']['len']}"])
+            elif "range" in e:
+                lo, hi = parse_entries(sname, e["range"])
+                nets += _prefixes(lo[0], lo[1], hi[1])
+    return nets
+
+
+def _ipset_kernel(sname: str) -> list[Net] | None:
+    from pfc.deploy.ipt_kernel import Failed, call
+
+    try:
+        out = call(["ipset", "list", sname])
+    except Failed:
+        return None
+    return parse_entries(sname, out.split("Members:", 1)[-1].split("\n"))
+
+
+def drift(record: state.Record) -> str | None:
+    """How the kernel's sets of an nft/iptables policy differ from what pfc loaded or
+    last set (pfc's copy), one line; None when they agree (or there are none)."""
+    if record.target not in ("nft", "iptables"):
+        return None
+    copy = snapshot.read_loaded(record.netns, record.dev, record.target)
+    if copy is None:
+        return None
+    out = []
+    for name in re.findall(r'^\s*set\s+(\w[\w-]*)\s*=\s*file', copy.sources[copy.main],
+                           re.MULTILINE):
+        want = collapse(copy_contents(copy, set_file(copy, name), name))
+        for v in (4, 6):
+            if record.target == "nft":
+                sname = f"{name}{v}"
+                have = _nft_kernel(record.attach, sname)
+            else:
+                from pfc.deploy import ipt_text as tx
+                sname = tx.gen_sets([f"pfc-{name}{v}"], record.attach.get("gen") or 0)[
+                    f"pfc-{name}{v}"]
+                have = _ipset_kernel(sname) if sname in record.attach.get("sets", []) \
+                    else None
+            if have is None:
+                continue
+            got = collapse(have)[v]
+            if got != want[v]:
+                plus, minus = len(set(got) - set(want[v])), len(set(want[v]) - set(got))
+                out.append(f"set {sname} holds {len(got)} prefixes, pfc put {len(want[v])} "
+                           f"(+{plus} -{minus})")
+    return "; ".join(out) or None
+
+
+def drifted(entries: list) -> None:
+    """``pfc status``: mark entries whose sets changed outside pfc (health ``changed``)."""
+    from pfc.deploy.base import Inspection
+
+    for s in entries:
+        if s.inspection.health != "ok":
+            continue
+        with in_netns(s.record.netns):
+            detail = drift(s.record)
+        if detail:
+            s.inspection = Inspection("changed", f"changed outside pfc: {detail}",
+                                      s.inspection.counters)

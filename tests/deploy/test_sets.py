@@ -22,6 +22,7 @@ from tests.deploy.test_load import (
     entry,
     pfc,
     policy_file,
+    status,
 )
 
 kernel = pytest.mark.skipif(ROOT_REASON is not None, reason=ROOT_REASON or "")
@@ -140,3 +141,30 @@ def test_set_changes_in_place_or_by_atomic_replace(lab, tmp_path, target):
     code, _, err = pfc("set", "add", "nosuch", "1.2.3.4", "--dev", lab.dut, "--netns",
                        lab.name)
     assert code == 2 and "no `set nosuch = file" in err
+
+
+@kernel
+@pytest.mark.kernel
+@pytest.mark.parametrize("target", ["nft", "iptables"])
+def test_status_sees_a_set_changed_outside_pfc_and_apply_repairs_it(lab, tmp_path, target):
+    import subprocess
+
+    rng = random.Random(3)
+    (tmp_path / "bl.txt").write_text("\n".join(blocklist(rng, 2000) + [STAY]) + "\n")
+    policy_file(tmp_path, 'set bl = file "bl.txt"\ndrop src $bl\n', "bl.pf")
+    config = tmp_path / "pfc.conf"
+    config.write_text(f'[[policy]]\nfile = "bl.pf"\ndev = "{lab.dut}"\ntarget = "{target}"\n')
+    assert pfc("apply", "--config", config)[0] == 0
+    assert pfc("status", "--netns", lab.name)[0] == 0
+    (e,) = status(lab)
+    sname = "pfc bl4" if target == "nft" else e["attach"]["sets"][0]
+    cmd = (["nft", "delete", "element", "netdev", *sname.split(), "{", STAY, "}"]
+           if target == "nft" else ["ipset", "del", sname, STAY])
+    subprocess.run(["ip", "netns", "exec", lab.name, *cmd], check=True)
+    code, out, _ = pfc("status", "--netns", lab.name)
+    assert code == 4 and "changed outside pfc: set" in out and "-1" in out, out
+    code, out, err = pfc("apply", "--config", config)
+    assert code == 0 and "repaired" in out, out + err
+    assert pfc("status", "--netns", lab.name)[0] == 0
+    deliver(lab, [from_(lab, STAY, 5)])
+    assert counters_of(entry(lab, target))[0][0] == 1
