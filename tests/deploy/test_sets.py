@@ -65,6 +65,13 @@ def blocklist(rng: random.Random, n: int) -> list[str]:
     return sorted(out)
 
 
+def blocklist_policy(tmp_path, seed, n: int):
+    """``drop src $bl`` over ``n`` random addresses and STAY, from a set file."""
+    rng = seed if isinstance(seed, random.Random) else random.Random(seed)
+    (tmp_path / "bl.txt").write_text("\n".join(blocklist(rng, n) + [STAY]) + "\n")
+    return policy_file(tmp_path, 'set bl = file "bl.txt"\ndrop src $bl\n', "bl.pf")
+
+
 def from_(lab, src: str, seq: int) -> bytes:
     s, d = ipaddress.IPv4Address(src).packed, bytes([10, 1, 0, 1])
     udp = fb.udp(s, d, 9, 1003, seq.to_bytes(8, "big"))
@@ -87,8 +94,7 @@ def _traffic(lab, stop: threading.Event, sent: list[int]) -> None:
 @pytest.mark.kernel
 def test_nft_100k_replace_under_traffic_loses_nothing(lab, tmp_path):
     rng = random.Random(1)
-    (tmp_path / "bl.txt").write_text("\n".join(blocklist(rng, 100_000) + [STAY]) + "\n")
-    path = policy_file(tmp_path, 'set bl = file "bl.txt"\ndrop src $bl\n', "bl.pf")
+    path = blocklist_policy(tmp_path, rng, 100_000)
     assert pfc("load", path, "--target", "nft", "--dev", lab.dut, "--netns", lab.name)[0] == 0
     deliver(lab, [from_(lab, STAY, 0)])  # counted before: the counters are kept
     new = blocklist(rng, 100_000) + [STAY]
@@ -122,9 +128,7 @@ def netns_nft(lab, command: str) -> str:
 @pytest.mark.kernel
 @pytest.mark.parametrize("target", ["iptables", "xdp"])
 def test_set_changes_in_place_or_by_atomic_replace(lab, tmp_path, target):
-    rng = random.Random(2)
-    (tmp_path / "bl.txt").write_text("\n".join(blocklist(rng, 2000) + [STAY]) + "\n")
-    path = policy_file(tmp_path, 'set bl = file "bl.txt"\ndrop src $bl\n', "bl.pf")
+    path = blocklist_policy(tmp_path, 2, 2000)
     extra = ["--mode", "generic"] if target == "xdp" else []
     assert pfc("load", path, "--target", target, "--dev", lab.dut, "--netns", lab.name,
                *extra)[0] == 0
@@ -149,9 +153,7 @@ def test_set_changes_in_place_or_by_atomic_replace(lab, tmp_path, target):
 def test_status_sees_a_set_changed_outside_pfc_and_apply_repairs_it(lab, tmp_path, target):
     import subprocess
 
-    rng = random.Random(3)
-    (tmp_path / "bl.txt").write_text("\n".join(blocklist(rng, 2000) + [STAY]) + "\n")
-    policy_file(tmp_path, 'set bl = file "bl.txt"\ndrop src $bl\n', "bl.pf")
+    blocklist_policy(tmp_path, 3, 2000)
     config = tmp_path / "pfc.conf"
     config.write_text(f'[[policy]]\nfile = "bl.pf"\ndev = "{lab.dut}"\ntarget = "{target}"\n')
     assert pfc("apply", "--config", config)[0] == 0
