@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,7 +35,11 @@ from pfc.frontend.pipeline import Compiled, compile_path, compile_text
 from pfc.oracle import interp
 
 if TYPE_CHECKING:
+    from pfc.deploy.apply import Outcome
     from pfc.deploy.load import Result, Status
+    from pfc.deploy.preview import Preview
+    from pfc.deploy.sets import Change as SetChange
+    from pfc.prove.diff import Result as DiffResult
     from pfc.verifier.run import TargetResult
 
 PolicyInput = str | os.PathLike | Compiled
@@ -154,14 +159,116 @@ def load(policy: PolicyInput, target: str, dev: str, *, netns: str | None = None
     """``pfc load``: compile for ``target`` (xdp, tc, nft, iptables) and attach to
     ``dev`` (in namespace ``netns``), replacing pfc's previous policy there atomically.
     All or nothing: LoadError leaves the host as it was."""
-    from pfc.deploy import load as deploying
+    from pfc.deploy.preview import load_compiled
 
     compiled = front(policy)
-    options = {"hook": hook, "dev": dev, "table": table}
     artifact = compile(compiled, target, hook=hook, dev=dev, table=table)
-    rows = deploying.rule_rows(compiled.policy, artifact.policy, compiled.rule_text)
-    return deploying.load(artifact, compiled.source.name, compiled.source.text, rows, dev,
-                          netns, force, mode, options)
+    return load_compiled(compiled, target, dev, netns, force, mode, hook, table, artifact)
+
+
+@dataclass
+class DryRun:
+    """``pfc load --dry-run``: the kernel's check and what would change. ``removed`` and
+    ``added`` are (line, rule text) of the loaded and the new policy (``pfc diff``'s
+    alignment); ``diff`` the regions of frames whose verdict, counters or rewrite
+    change; both None when nothing is loaded there or pfc kept no copy of it
+    (``compared`` says which)."""
+
+    preview: Preview
+    compared: str  # "nothing loaded" | "no copy" | "compared"
+    removed: list[tuple[int, str]] | None = None
+    added: list[tuple[int, str]] | None = None
+    diff: DiffResult | None = None
+    set_files: dict[str, tuple[int, int]] | None = None  # path → (lines removed, added)
+
+    @property
+    def changes(self) -> bool:
+        return self.compared != "compared" or bool(self.removed or self.added or
+                                                   self.set_files) or \
+            not (self.diff is None or self.diff.same)
+
+
+def _set_file_changes(old: Compiled, new: Compiled) -> dict[str, tuple[int, int]]:
+    """Per set file of the new policy whose text differs from the loaded copy's: the
+    lines (entries, comments) removed and added."""
+    out = {}
+    for name, src in new.sources.items():
+        before = old.sources.get(name)
+        if name == new.source.name or before is None or before.text == src.text:
+            continue
+        a, b = set(before.text.splitlines()), set(src.text.splitlines())
+        out[name] = (len(a - b), len(b - a))
+    return out
+
+
+def dry_run(policy: PolicyInput, target: str, dev: str, *, netns: str | None = None,
+            force: bool = False, mode: str | None = None, hook: str | None = None,
+            table: str = "pfc", limit: int = 8) -> DryRun:
+    """``pfc load --dry-run``: compile, have the kernel check what ``load`` would send
+    (verifier load without attach, ``nft -c``, ``iptables-restore --test`` in a scratch
+    namespace), and compare with the policy loaded there now (rules removed and added,
+    and ``pfc diff``'s regions, at most ``limit``). Changes nothing. CompileError,
+    LoadError (the load would fail) as for :func:`load`."""
+    from pfc.deploy.preview import preview
+    from pfc.deploy.snapshot import compile_copy
+    from pfc.prove.diff import align, diff
+
+    compiled = front(policy)
+    artifact = compile(compiled, target, hook=hook, dev=dev, table=table)
+    seen = preview(artifact, dev, netns, force, mode, {"hook": hook, "dev": dev,
+                                                       "table": table})
+    if seen.previous is None:
+        return DryRun(seen, "nothing loaded")
+    old = compile_copy(seen.loaded) if seen.loaded else None
+    if old is None or old.policy is None:
+        return DryRun(seen, "no copy")
+    new = compiled.require()
+    alignment = align(old.policy, new)
+    removed = [(old.policy.rules[i].line, old.rule_text(old.policy.rules[i]))
+               for i in sorted(alignment.changed_old)]
+    added = [(new.rules[j].line, compiled.rule_text(new.rules[j]))
+             for j in sorted(alignment.changed_new)]
+    return DryRun(seen, "compared", removed, added, diff(old.policy, new, limit=limit),
+                  _set_file_changes(old, compiled))
+
+
+def apply(config: str | os.PathLike | None = None, *,
+          dry_run: bool = False) -> list[Outcome]:
+    """``pfc apply``: make the host hold what the config (default ``PFC_CONFIG`` or
+    /etc/pfc/pfc.conf) lists, and no other policy of pfc's (docs/operate.md). One
+    :class:`~pfc.deploy.apply.Outcome` per place; ``dry_run``: what would be done, each
+    load with its :func:`dry_run`. ConfigError for a config that cannot be read (then
+    nothing is done: :func:`pfc.deploy.apply.fallback_all` is the CLI's answer)."""
+    from pfc.deploy import apply as applying
+
+    conf = applying.read_config(applying.config_path(None if config is None
+                                                     else os.fspath(config)))
+
+    def preview(compiled: Compiled, e: applying.Entry) -> DryRun:
+        return dry_run_(compiled, e.target, e.dev, netns=e.netns, force=True, mode=e.mode,
+                        hook=e.hook, table=e.table)
+    return applying.apply(conf, preview if dry_run else None)
+
+
+def set_entries(op: str, name: str, entries: Iterable[str], dev: str, *,
+                target: str | None = None, netns: str | None = None,
+                label: str = "<entries>") -> list[SetChange]:
+    """``pfc set OP NAME``: ``add``, ``del`` or ``replace`` the entries (addresses,
+    prefixes; set-file lines) of the loaded policy's ``set NAME = file`` on ``dev``, for
+    ``target`` or every policy pfc loaded there, atomically (docs/operate.md).
+    LoadError when it cannot (nothing is changed then)."""
+    from pfc.deploy import sets
+    from pfc.deploy.base import LoadError, current_netns, in_netns
+    from pfc.deploy.state import records
+
+    nets = sets.parse_entries(name, list(entries), label)
+    if target is None:
+        with in_netns(netns):
+            found = [r.target for r in records(netns or current_netns(), dev)]
+        if not found:
+            raise LoadError(f"pfc loaded nothing on {dev}", hint="`pfc status`")
+        return [sets.change(op, name, nets, dev, t, netns) for t in found]
+    return [sets.change(op, name, nets, dev, target, netns)]
 
 
 def unload(target: str, dev: str, *, netns: str | None = None,
@@ -179,3 +286,6 @@ def status(dev: str | None = None, netns: str | None = None) -> list[Status]:
     from pfc.deploy import load as deploying
 
     return deploying.status(dev, netns)
+
+
+dry_run_ = dry_run  # apply's keyword ``dry_run`` shadows the function

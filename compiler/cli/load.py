@@ -74,6 +74,11 @@ def _load_args(p: argparse.ArgumentParser) -> None:
                    help="nft table / iptables chain prefix owned by pfc (default pfc)")
     p.add_argument("--force", action="store_true",
                    help="replace a program, filter, table or chain pfc did not load")
+    p.add_argument("--dry-run", "-n", action="store_true",
+                   help="check with the kernel (verifier, nft -c, iptables-restore "
+                        "--test) and print what would change; change nothing")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="--dry-run's report: text (default) or one JSON object")
 
 
 def _load(args: argparse.Namespace) -> int:
@@ -87,6 +92,8 @@ def _load(args: argparse.Namespace) -> int:
         print_diagnostics(compiled.diagnostics, compiled.sources)
     if not compiled.ok:
         return 1
+    if args.dry_run:
+        return _dry_run(args, compiled, target, dev)
     try:
         result = api.load(compiled, target, dev, netns=args.netns, force=args.force,
                           mode=args.mode, hook=args.hook, table=args.table)
@@ -109,6 +116,24 @@ def _ignored(args: argparse.Namespace, target: str) -> list[str]:
     where = "the device's XDP hook" if target == "xdp" else "the device's tc ingress"
     return [f"--table {shown(args.table)} is ignored by target `{target}`: it attaches a "
             f"program to {where}, not to a table or chain"]
+
+
+def _dry_run(args: argparse.Namespace, compiled, target: str, dev: str) -> int:
+    from pfc.cli.apply import dry_run_json, show_dry_run
+
+    try:
+        result = api.dry_run(compiled, target, dev, netns=args.netns, force=args.force,
+                             mode=args.mode, hook=args.hook, table=args.table)
+    except CompileError as exc:
+        print_diagnostics(exc.diagnostics, compiled.sources)
+        return 1
+    except loading.LoadError as exc:
+        return _fail("load --dry-run", exc)
+    if args.format == "json":
+        print(json.dumps(dry_run_json(result), indent=2))
+    else:
+        show_dry_run(result)
+    return 0
 
 
 def _place(record) -> str:
@@ -347,7 +372,11 @@ def _header(s: loading.Status):
 
 
 def _report(args: argparse.Namespace) -> loading.Report:
-    return loading.report(args.dev, args.netns, every=args.every, prune=args.prune)
+    from pfc.deploy.sets import drifted
+
+    report = loading.report(args.dev, args.netns, every=args.every, prune=args.prune)
+    drifted(report.entries)  # nft sets and ipsets changed outside pfc
+    return report
 
 
 def _console():

@@ -18,6 +18,7 @@ from importlib import metadata
 
 from pfc.build import OptionError
 from pfc.cli import output
+from pfc.cli.apply import APPLY
 from pfc.cli.bench import BENCH
 from pfc.cli.check import CHECK, FMT
 from pfc.cli.common import CONTEXT, Command, UsageError
@@ -27,11 +28,12 @@ from pfc.cli.lsp import LSP
 from pfc.cli.output import OutputError, shown
 from pfc.cli.prove import DIFF, PROVE
 from pfc.cli.run import FRAMES, RUN
+from pfc.cli.set import SET
 from pfc.cli.verify import VERIFY
 
 # Every command, in `pfc --help` order.
 COMMANDS: tuple[Command, ...] = (CHECK, FMT, COMPILE, RUN, FRAMES, VERIFY, DIFF, PROVE, BENCH,
-                                 LOAD, UNLOAD, STATUS, TARGETS, LSP)
+                                 LOAD, UNLOAD, STATUS, APPLY, SET, TARGETS, LSP)
 
 DESCRIPTION = """\
 pfc compiles one packet-filter policy language to every Linux hook (classic BPF, eBPF
@@ -48,7 +50,7 @@ A policy is a file of rules, one per line, tried top to bottom:
 """
 
 # Commands whose --format json is a report on stdout (compile's --format is the artifact's).
-REPORTS = frozenset(("check", "run", "verify", "bench", "status", "targets"))
+REPORTS = frozenset(("check", "run", "verify", "bench", "status", "targets", "apply"))
 EX_SOFTWARE = 70  # sysexits.h: an internal software error
 EXIT_CODES = """\
 exit codes:

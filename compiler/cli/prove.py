@@ -40,7 +40,7 @@ def _policy(path: str) -> ir.Policy | None:
     return compiled.policy
 
 
-def _hex(data: bytes) -> str:
+def hex_witness(data: bytes) -> str:
     shown = data[:WITNESS_SHOWN].hex()
     return shown + (f"... ({len(data)} bytes)" if len(data) > WITNESS_SHOWN else "")
 
@@ -102,13 +102,13 @@ def _print_diff(args: argparse.Namespace, result) -> None:
     print(f"{args.old} → {args.new}: {n} region{'s' * (n != 1)} of frames change{more}:")
     for r in result.regions:
         print(f"  {r.line()}")
-        print(f"      old: {_why(r.old)}; new: {_why(r.new)}")
-        print(f"      witness: {_hex(r.witness)}")
+        print(f"      old: {why(r.old)}; new: {why(r.new)}")
+        print(f"      witness: {hex_witness(r.witness)}")
     if args.write:
         print(f"wrote {n} witness frame{'s' * (n != 1)} to {args.write}", file=sys.stderr)
 
 
-def _why(s) -> str:
+def why(s) -> str:
     return s.text if s.line is None else f"line {s.line} `{s.text}`"
 
 

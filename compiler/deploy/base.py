@@ -162,6 +162,25 @@ def in_netns(name: str | None) -> Iterator[str]:
         os.close(saved)
 
 
+@contextlib.contextmanager
+def scratch_netns() -> Iterator[None]:
+    """Run the block (this thread, and the processes it starts) in a new, empty network
+    namespace that disappears afterwards: where ``--dry-run`` lets a tool build what it
+    would build, without touching the host's."""
+    saved = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        if libc.unshare(CLONE_NEWNET) != 0:
+            raise LoadError("cannot create a scratch network namespace: "
+                            f"{os.strerror(ctypes.get_errno())}", hint="run as root")
+        try:
+            yield
+        finally:
+            libc.setns(saved, CLONE_NEWNET)
+    finally:
+        os.close(saved)
+
+
 def ifindex(dev: str, netns: str) -> int:
     """The device's index in the current namespace, or LoadError naming both."""
     try:

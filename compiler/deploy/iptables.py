@@ -34,7 +34,15 @@ import re
 
 from pfc.deploy import ipt_text as tx
 from pfc.deploy import journal, state
-from pfc.deploy.base import Inspection, Loader, LoadError, Plan, Recovery, device_index
+from pfc.deploy.base import (
+    Inspection,
+    Loader,
+    LoadError,
+    Plan,
+    Recovery,
+    device_index,
+    scratch_netns,
+)
 from pfc.deploy.ipt_kernel import (
     CHANGED,
     FILES,
@@ -146,6 +154,31 @@ def _prepare(plan: Plan, previous: state.Record | None, where: dict,
                    "lines": {NAMES[f]: built[f][1] for f in TOOLS},
                    "created_tables": sorted(made), "created_bases": sorted(bases)}
     return new, {f: built[f][0] for f in TOOLS}, _set_text(plan, sets)
+
+
+def ipt_check(plan: Plan, previous: state.Record | None) -> list[str]:
+    """``--dry-run``: the next generation's sets and chains, as a load would build them,
+    built in a scratch namespace (``ipset restore``, then ``iptables-restore --test``
+    per family): the kernel checks them, the host's tables are not touched."""
+    where = _where(plan, system_flavour())
+    now = states(where)
+    messages = _check_conflicts(plan, where, previous, now)
+    new, texts, set_text = _prepare(plan, previous, where, now)
+    with scratch_netns():
+        try:
+            if set_text:
+                call(["ipset", "restore"], set_text)
+            for f in TOOLS:
+                call([tool(f, where["flavour"], "restore"), "--test", "--noflush"], texts[f])
+        except Failed as exc:
+            raise LoadError(f"the kernel would refuse the iptables rules: {exc}",
+                            hint="check the rules with `pfc compile --target iptables`") \
+                from None
+    verb = f"replace generation {previous.attach.get('gen')} with" if previous else "create"
+    return [f"ipset and {tool(4, where['flavour'], 'restore')} --test accepted the sets and "
+            f"both families' rules (in a scratch namespace): the load would {verb} "
+            f"chain {new['gen_chain']} in table {where['table']}"] + \
+        [f"on load: {m}" for m in messages]
 
 
 def ipt_attach(plan: Plan, previous: state.Record | None,

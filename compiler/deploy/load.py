@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pfc.backends.base import Artifact
-from pfc.deploy import journal, state
+from pfc.deploy import journal, snapshot, state
 from pfc.deploy.base import (
     Inspection,
     Loader,
@@ -194,9 +194,11 @@ def _stand_in(netns: str, dev: str, target: str, attach: dict) -> state.Record:
 
 def load(artifact: Artifact, policy_path: str, source_text: str,
          rows: list[state.RuleRow], dev: str, netns: str | None = None,
-         force: bool = False, mode: str | None = None, options: dict | None = None) -> Result:
+         force: bool = False, mode: str | None = None, options: dict | None = None,
+         copy: snapshot.Copy | None = None) -> Result:
     """Attach a compiled artifact to ``dev`` (in ``netns``), replacing what pfc loaded
-    there before for the same target. LoadError when anything is in the way."""
+    there before for the same target. LoadError when anything is in the way. ``copy``:
+    the policy's sources, kept beside the record (:mod:`pfc.deploy.snapshot`)."""
     target = artifact.target
     check_privileges(target, netns)
     impl = loader(target)
@@ -213,6 +215,10 @@ def load(artifact: Artifact, policy_path: str, source_text: str,
             loaded_at=datetime.now(UTC).isoformat(timespec="seconds"),
             rules=rows, default=artifact.policy.default.value, netns_id=current_netns_id())
         messages += _transaction(impl, plan, previous, journal.Txn(record))
+        if copy is not None:
+            snapshot.write_loaded(ns_name, dev, target, copy)
+        else:
+            snapshot.remove_loaded(ns_name, dev, target)
     return Result(record, messages)
 
 
@@ -254,6 +260,7 @@ def unload(target: str, dev: str, netns: str | None = None, force: bool = False)
             if record is not None:
                 messages += impl.detach(record, force)
         state.remove_file(state.path(ns_name, dev, target))
+        snapshot.remove_loaded(ns_name, dev, target)
     return Result(record, messages)
 
 
@@ -286,6 +293,7 @@ def _unload_gone(netns: str, dev: str, target: str) -> Result:
         raise LoadError(f"network namespace `{netns}` does not exist",
                         hint="list namespaces with `ip netns list`")
     state.remove_file(p)
+    snapshot.remove_loaded(netns, dev, target)
     journal.clear(netns, dev, target)
     return Result(None, [f"namespace {netns} is gone (with everything in it); removed "
                          "pfc's record of it"])
@@ -335,6 +343,7 @@ def report(dev: str | None = None, netns: str | None = None, every: bool = False
         gone = [r for r in every_record if not netns_alive(r.netns, r.netns_id)]
         for r in gone if prune else []:
             state.remove(r)
+            snapshot.remove_loaded(r.netns, r.dev, r.target)
         entries = [Status(r, inspect(r), _file_changed(r)) for r in records
                    if r not in gone]
         elsewhere = sorted({r.netns for r in every_record if r not in gone} -

@@ -126,8 +126,12 @@ def _owner(plan: Plan, family: str, table: str) -> None:
                             hint="use another --table NAME for this device")
 
 
-def nft_attach(plan: Plan, previous: state.Record | None,
-               txn: journal.Txn) -> tuple[dict, list[str]]:
+def prepare(plan: Plan, previous: state.Record | None) \
+        -> tuple[dict, dict | None, bool, list[str]]:
+    """What a load of ``plan`` would run (one batch: the in-place replace of pfc's table,
+    or the artifact's table commands), the table now, whether the batch replaces pfc's
+    table in place, and notes.
+    LoadError when the table is someone else's and not ``force``."""
     meta = plan.artifact.meta
     family, table = meta["family"], meta["table"]
     _owner(plan, family, table)
@@ -145,18 +149,43 @@ def nft_attach(plan: Plan, previous: state.Record | None,
                         "loaded (--force)")
     doc = json.loads(meta["json"])
     batch = replace_batch(doc, now) if ours else None
-    new = {"family": family, "table": table, "chain": meta["chain"], "hook": meta["hook"],
-           "counters": {str(k): v for k, v in meta["counters"].items()}}
-    txn.begin(_identity(now, previous), new)
-    rc, _, err = _run(batch or doc)
-    if rc != 0:
-        raise LoadError(f"nftables refused the ruleset: {_first(err)}",
-                        hint="check the ruleset with `pfc compile --target nft`")
-    txn.step("swapped")
     if ours and batch is None:
         messages.append("note: the base chain changed (device, hook or priority): the "
                         "table was replaced whole, and a packet crossing the commit may "
                         "meet both policies (docs/load.md)")
+    return batch or doc, now, batch is not None, messages
+
+
+def nft_check(plan: Plan, previous: state.Record | None) -> list[str]:
+    """``--dry-run``: the batch a load would run, checked by the kernel and thrown away
+    (libnftables dry run, as ``nft -c``: the batch is sent without its commit)."""
+    doc, now, in_place, messages = prepare(plan, previous)
+    nft = _nft()
+    nft.set_dry_run(True)
+    rc, _, err = nft.json_cmd(doc)
+    if rc != 0:
+        raise LoadError(f"nftables would refuse the ruleset: {_first(err)}",
+                        hint="check the ruleset with `pfc compile --target nft`")
+    meta = plan.artifact.meta
+    how = "replaced in place" if in_place else ("replaced" if now else "created")
+    return [f"nftables accepted the batch (checked by the kernel, not committed, as "
+            f"`nft -c`): table {meta['family']} {meta['table']} would be {how}"] + \
+        [f"on load: {m}" for m in messages]
+
+
+def nft_attach(plan: Plan, previous: state.Record | None,
+               txn: journal.Txn) -> tuple[dict, list[str]]:
+    meta = plan.artifact.meta
+    family, table = meta["family"], meta["table"]
+    batch, now, _, messages = prepare(plan, previous)
+    new = {"family": family, "table": table, "chain": meta["chain"], "hook": meta["hook"],
+           "counters": {str(k): v for k, v in meta["counters"].items()}}
+    txn.begin(_identity(now, previous), new)
+    rc, _, err = _run(batch)
+    if rc != 0:
+        raise LoadError(f"nftables refused the ruleset: {_first(err)}",
+                        hint="check the ruleset with `pfc compile --target nft`")
+    txn.step("swapped")
     if meta["hook"] != "ingress":
         messages.append(f"note: hook {meta['hook']} (family {family}) filters packets "
                         f"from every device, not only {plan.dev}")

@@ -74,6 +74,17 @@ def test_a_changed_rewrite_is_a_difference() -> None:
     assert interp.evaluate(a, region.witness).frame != interp.evaluate(b, region.witness).frame
 
 
+def test_a_named_set_whose_contents_change_is_a_difference() -> None:
+    """Same rule text, another set: not `same meaning` (found by `pfc load --dry-run`
+    against a loaded copy whose set file had changed)."""
+    a = _p("define bad = { 10.9.0.0/16, 10.1.2.3 }\ndrop src $bad\n")
+    b = _p("define bad = { 10.7.0.0/16, 10.1.2.3 }\ndrop src $bad\n")
+    result = prove_diff.diff(a, b)
+    assert {r.change for r in result.regions} == {"drop → pass", "pass → drop"}
+    assert prove_diff.diff(a, _p("define bad = { 10.1.2.3, 10.9.0.0/16 }\n"
+                                 "drop src $bad\n")).same
+
+
 def test_the_limit_stops_the_search() -> None:
     old = "".join(f"drop udp dport {p}\n" for p in range(10))
     new = "".join(f"drop tcp dport {p}\n" for p in range(10))

@@ -1,0 +1,160 @@
+"""``pfc apply`` (make the host match /etc/pfc/pfc.conf) and what ``--dry-run`` prints
+for it and for ``pfc load --dry-run``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TextIO
+
+from pfc.cli.common import Command
+from pfc.cli.output import shown as printable
+from pfc.cli.prove import hex_witness, why
+
+SHOWN_RULES = 20  # rules listed per side; the rest are counted
+
+
+def show_dry_run(result, out: TextIO | None = None) -> None:
+    """A :class:`pfc.api.DryRun` for people: the kernel's check, then rules removed and
+    added and the regions of frames whose verdict changes (as ``pfc diff``)."""
+    seen = result.preview
+
+    def say(text: str = "") -> None:
+        print(printable(text), file=out or sys.stdout)
+
+    say(f"dry run: {seen.target} on {seen.dev} (namespace {seen.netns}); nothing was "
+        "changed")
+    for line in seen.warnings + seen.checked:
+        say(f"  {line}")
+    if result.compared == "nothing loaded":
+        say("  nothing of pfc's is loaded there: the whole policy would be new")
+        return
+    record = seen.previous
+    say(f"  loaded now: {record.policy} (sha256 {record.sha256[:16]}…, loaded "
+        f"{record.loaded_at}){'' if seen.health is None else ', ' + seen.health.health}")
+    if seen.health is not None and seen.health.health != "ok":
+        say(f"    {seen.health.detail}")
+    if result.compared == "no copy":
+        say("  pfc kept no copy of the loaded policy's sources: rules and verdicts "
+            "cannot be compared (load it once with this pfc)")
+        return
+    _rules(say, result.removed, result.added)
+    for name, (gone, new) in (result.set_files or {}).items():
+        say(f"  set file {name}: {gone} lines removed, {new} added since the load")
+    _regions(say, result.diff)
+
+
+def _rules(say, removed: list, added: list) -> None:
+    if not removed and not added:
+        say("  rules: none added or removed")
+        return
+    say(f"  rules: {len(removed)} removed, {len(added)} added")
+    for sign, rows in (("-", removed), ("+", added)):
+        for line, text in rows[:SHOWN_RULES]:
+            say(f"    {sign} line {line}: {text}")
+        if len(rows) > SHOWN_RULES:
+            say(f"    {sign} ... and {len(rows) - SHOWN_RULES} more")
+
+
+def _regions(say, diff) -> None:
+    scope = f"every frame up to {diff.bound} bytes, as `pfc diff`"
+    if diff.same:
+        say(f"  verdicts: no verdict, counter or rewrite changes ({scope})")
+        return
+    more = "" if diff.complete else " (the first ones; there are more)"
+    say(f"  verdicts: {len(diff.regions)} region{'s' * (len(diff.regions) != 1)} of "
+        f"frames change{more} ({scope}):")
+    for r in diff.regions:
+        say(f"    {r.line()}")
+        say(f"        old: {why(r.old)}; new: {why(r.new)}")
+        say(f"        witness: {hex_witness(r.witness)}")
+
+
+def dry_run_json(result) -> dict:
+    seen = result.preview
+    return {"target": seen.target, "dev": seen.dev, "netns": seen.netns,
+            "checked": seen.checked, "warnings": seen.warnings,
+            "loaded": None if seen.previous is None else {
+                "policy": seen.previous.policy, "sha256": seen.previous.sha256,
+                "health": seen.health.health if seen.health else None},
+            "compared": result.compared, "changes": result.changes,
+            "removed": [{"line": n, "text": t} for n, t in result.removed or []],
+            "added": [{"line": n, "text": t} for n, t in result.added or []],
+            "set_files": {k: {"removed": a, "added": b}
+                          for k, (a, b) in (result.set_files or {}).items()},
+            "regions": [{"where": r.where, "change": r.change}
+                        for r in (result.diff.regions if result.diff else [])]}
+
+
+# --------------------------------------------------------------------------- apply
+
+def _apply_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", "-c", metavar="PATH",
+                   help="the config (default: $PFC_CONFIG, else /etc/pfc/pfc.conf)")
+    p.add_argument("--dry-run", "-n", action="store_true",
+                   help="check each change with the kernel and print it; change nothing")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+
+WORDS = {"unchanged": "unchanged", "loaded": "loaded", "replaced": "replaced",
+         "repaired": "repaired (it had changed outside pfc)", "unloaded": "unloaded "
+         "(not in the config)", "failed": "FAILED", "fallback": "FAILED, fell back to "
+         "the last good copy"}
+DRY_WORDS = {"loaded": "would load", "replaced": "would replace",
+             "repaired": "would repair (it changed outside pfc)",
+             "unloaded": "would unload (not in the config)"}
+
+
+def _apply(args: argparse.Namespace) -> int:
+    from pfc import api
+    from pfc.deploy import apply as applying
+    from pfc.deploy.base import LoadError
+
+    try:
+        outcomes = api.apply(args.config, dry_run=args.dry_run)
+        code = 0 if all(o.ok for o in outcomes) else 1
+    except applying.ConfigError as exc:
+        print(printable(f"pfc apply: error: {exc}"), file=sys.stderr)
+        if args.dry_run:
+            return 2
+        outcomes, code = applying.fallback_all(f"the config is unreadable: {exc}"), 2
+    except LoadError as exc:
+        print(printable(f"pfc apply: error: {exc.cause}"), file=sys.stderr)
+        return 2
+    if args.format == "json":
+        print(json.dumps(apply_json(outcomes, args.dry_run, code), indent=2))
+        return code
+    for o in outcomes:
+        word = (DRY_WORDS if args.dry_run else {}).get(o.action) or WORDS[o.action]
+        print(printable(f"{o.place}: {word}"))
+        for m in o.messages:
+            for line in m.splitlines():
+                print(printable(f"  {line}"), file=sys.stderr if not o.ok else sys.stdout)
+        if o.preview is not None:
+            show_dry_run(o.preview)
+    if all(o.action == "unchanged" for o in outcomes):
+        print("nothing to change" if outcomes else "nothing to change: the config lists "
+              "no policy and pfc has none loaded")
+    return code
+
+
+def apply_json(outcomes: list, dry: bool, code: int) -> dict:
+    return {"version": 1, "dry_run": dry, "exit": code,
+            "changed": any(o.action != "unchanged" for o in outcomes),
+            "outcomes": [{"place": o.place, "action": o.action, "messages": o.messages,
+                          "preview": dry_run_json(o.preview) if o.preview else None}
+                         for o in outcomes]}
+
+
+APPLY = Command("apply", "make the host hold the policies of /etc/pfc/pfc.conf",
+                "Load every policy the config lists where it says (xdp, tc, nft,\n"
+                "iptables; a namespace), skip those already loaded as listed\n"
+                "(`nothing to change`), repair those changed outside pfc, and unload\n"
+                "pfc's policies the config does not list (unless unlisted = \"keep\").\n"
+                "A policy that fails keeps the previous one in force; where none is,\n"
+                "the last good copy pfc kept (/var/lib/pfc, PFC_LIB_DIR) is loaded.\n"
+                "--dry-run: the kernel's check and what would change, per policy.\n"
+                "Exit: 0 done, 1 a policy failed, 2 the config is unreadable. The\n"
+                "systemd unit packaging/pfc.service runs it at boot (docs/operate.md).",
+                _apply_args, _apply)

@@ -1,0 +1,265 @@
+"""``pfc apply``: make the host hold what ``/etc/pfc/pfc.conf`` says, and nothing else
+of pfc's; idempotent, and never a host without a policy after a failure.
+
+The config (TOML; ``--config``, ``PFC_CONFIG``, default ``/etc/pfc/pfc.conf``)::
+
+    unlisted = "unload"        # or "keep": pfc's policies the config does not list
+    [[policy]]
+    file = "edge.pf"           # relative to the config file's directory
+    dev = "eth0"
+    target = "xdp"             # xdp | tc | nft | iptables
+    mode = "native"            # optional, xdp only
+    hook = "ingress"           # optional, nft / iptables
+    table = "pfc"              # optional
+    netns = "blue"             # optional; default: the namespace pfc apply runs in
+
+Per listed policy, in order: compile it; if pfc's record at (netns, dev, target) has
+the same copy (the policy's sources, set files included, and its options: the digest
+of :class:`pfc.deploy.snapshot.Copy`) and the kernel holds it as loaded (``status``
+health ``ok``), nothing is done ("unchanged"); otherwise it is loaded (an atomic
+replace) — also when the kernel changed outside pfc ("repaired", with ``--force``:
+the place is pfc's, the config says so). After a successful load the copy is kept
+as the place's *last good copy* (:mod:`pfc.deploy.snapshot`, ``/var/lib/pfc``).
+
+A policy that fails (it does not compile, the kernel refuses it) leaves the previous
+policy in force (every load is all or nothing); when there is none (at boot: nothing
+loaded yet, or it vanished), the last good copy is loaded instead. A config that
+cannot be read at all does the same for every last good copy of the namespace.
+Then pfc's records in the namespaces the config covers that it does not list are
+unloaded (``unlisted = "keep"`` keeps them).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pfc.deploy import load as deploying
+from pfc.deploy import sets, snapshot, state
+from pfc.deploy.base import LoadError, current_netns, in_netns, netns_path
+from pfc.deploy.preview import load_compiled
+from pfc.frontend.diagnostics import CompileError
+from pfc.frontend.pipeline import Compiled, compile_path
+
+DEFAULT_CONFIG = "/etc/pfc/pfc.conf"
+KEYS = {"file", "dev", "target", "mode", "hook", "table", "netns"}
+
+
+class ConfigError(ValueError):
+    """The config cannot be used: where and why, one line."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    file: Path
+    dev: str
+    target: str
+    netns: str
+    mode: str | None = None
+    hook: str | None = None
+    table: str = "pfc"
+
+    @property
+    def options(self) -> dict:
+        return {"target": self.target, "hook": self.hook, "table": self.table,
+                "mode": self.mode}
+
+    @property
+    def place(self) -> str:
+        return f"{self.target} on {self.dev} (namespace {self.netns})"
+
+
+@dataclass
+class Config:
+    path: Path
+    entries: list[Entry]
+    unlisted: str = "unload"
+
+
+def config_path(given: str | None = None) -> Path:
+    return Path(given or os.environ.get("PFC_CONFIG") or DEFAULT_CONFIG)
+
+
+def read_config(path: Path) -> Config:
+    """The config at ``path``; ConfigError naming the file (and line) otherwise."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    unknown = set(data) - {"policy", "unlisted"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown key `{sorted(unknown)[0]}` (keys: policy, "
+                          "unlisted)")
+    if data.get("unlisted", "unload") not in ("unload", "keep"):
+        raise ConfigError(f"{path}: unlisted must be \"unload\" or \"keep\"")
+    policies = data.get("policy", [])
+    if not isinstance(policies, list):
+        raise ConfigError(f"{path}: `policy` must be a list of tables ([[policy]])")
+    here = current_netns()
+    entries = [_entry(path, i, p, here) for i, p in enumerate(policies, 1)]
+    seen: set[tuple[str, str, str]] = set()
+    for e in entries:
+        if (e.netns, e.dev, e.target) in seen:
+            raise ConfigError(f"{path}: {e.place} is listed twice")
+        seen.add((e.netns, e.dev, e.target))
+    return Config(path, entries, data.get("unlisted", "unload"))
+
+
+def _entry(path: Path, n: int, p: object, here: str) -> Entry:
+    where = f"{path}: policy {n}"
+    if not isinstance(p, dict):
+        raise ConfigError(f"{where}: not a table")
+    unknown = set(p) - KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown key `{sorted(unknown)[0]}` (keys: "
+                          f"{', '.join(sorted(KEYS))})")
+    for key in ("file", "dev", "target"):
+        if not isinstance(p.get(key), str) or not p[key]:
+            raise ConfigError(f"{where}: `{key}` is required (a string)")
+    if p["target"] not in deploying.TARGETS:
+        raise ConfigError(f"{where}: target `{p['target']}` is not one of "
+                          f"{', '.join(deploying.TARGETS)}")
+    if not state.valid_part(p["dev"]) or not state.valid_part(p.get("netns") or here):
+        raise ConfigError(f"{where}: invalid device or namespace name")
+    if p.get("mode") not in (None, "native", "generic") or \
+            (p.get("mode") and p["target"] != "xdp"):
+        raise ConfigError(f"{where}: mode is native or generic, for target xdp only")
+    file = Path(p["file"])
+    return Entry(file if file.is_absolute() else path.parent / file, p["dev"], p["target"],
+                 p.get("netns") or here, p.get("mode"), p.get("hook"),
+                 p.get("table") or "pfc")
+
+
+# ------------------------------------------------------------------------ applying
+
+@dataclass
+class Outcome:
+    """What apply did (or, dry, would do) at one place."""
+
+    place: str
+    action: str  # unchanged | loaded | replaced | repaired | unloaded | failed | fallback
+    messages: list[str] = field(default_factory=list)
+    preview: object | None = None  # dry run: what pfc.api.dry_run returned
+
+    @property
+    def ok(self) -> bool:
+        return self.action not in ("failed", "fallback")
+
+
+DryRun = Callable[[Compiled, Entry], object]  # pfc.api's dry run of one entry
+
+
+def _current(e: Entry) -> tuple[state.Record | None, str, snapshot.Copy | None]:
+    """pfc's record at the entry's place, the kernel's health of it, and its copy."""
+    if netns_path(e.netns) is None:
+        raise LoadError(f"network namespace `{e.netns}` does not exist",
+                        hint="list namespaces with `ip netns list`")
+    with in_netns(e.netns), state.locked():
+        try:
+            record = state.read(e.netns, e.dev, e.target)
+        except state.Unreadable:
+            return None, "vanished", None
+        copy = snapshot.read_loaded(e.netns, e.dev, e.target)
+    if record is None:
+        return None, "vanished", None
+    health = deploying.inspect(record).health
+    if health == "ok":
+        with in_netns(e.netns):
+            health = "changed" if sets.drift(record) else "ok"
+    return record, health, copy
+
+
+def apply_entry(e: Entry, dry: DryRun | None = None) -> Outcome:
+    record, health, copy = _current(e)
+    compiled = compile_path(e.file)
+    if not compiled.ok:
+        raise CompileError(compiled.diagnostics, compiled.sources)
+    wanted = snapshot.Copy.of(compiled, e.options)
+    if record is not None and health == "ok" and copy and copy.applied == wanted.digest:
+        return Outcome(e.place, "unchanged")
+    action = "loaded" if record is None else ("replaced" if health == "ok" else "repaired")
+    if dry is not None:
+        return Outcome(e.place, action, preview=dry(compiled, e))
+    result = load_compiled(compiled, e.target, e.dev, e.netns, record is not None, e.mode,
+                           e.hook, e.table)
+    snapshot.keep_last_good(e.netns, e.dev, e.target, wanted)
+    return Outcome(e.place, action, result.messages)
+
+
+def fallback(e: Entry, why: str) -> Outcome:
+    """After ``why`` (the entry failed): keep what is in force; load the last good copy
+    when nothing of pfc's is."""
+    try:
+        record, health, _ = _current(e)
+    except LoadError as exc:
+        return Outcome(e.place, "failed", [why, exc.cause])
+    if record is not None and health != "vanished":
+        return Outcome(e.place, "failed", [why, "the previous policy stays in force "
+                                           f"({record.policy}, loaded {record.loaded_at})"])
+    return load_last_good(e.netns, e.dev, e.target, why)
+
+
+def load_last_good(netns: str, dev: str, target: str, why: str) -> Outcome:
+    place = f"{target} on {dev} (namespace {netns})"
+    good = snapshot.read_last_good(netns, dev, target)
+    if good is None:
+        return Outcome(place, "failed", [why, "no last good copy to fall back to: "
+                                         "nothing of pfc's filters here"])
+    o = good.options
+    try:
+        load_compiled(snapshot.compile_copy(good), target, dev, netns, True, o.get("mode"),
+                      o.get("hook"), o.get("table") or "pfc")
+    except (LoadError, CompileError) as exc:
+        cause = exc.cause if isinstance(exc, LoadError) else "it does not compile"
+        return Outcome(place, "failed", [why, f"the last good copy failed too: {cause}"])
+    return Outcome(place, "fallback", [why, f"loaded the last good copy of {good.main} "
+                                       f"({snapshot.last_good_path(netns, dev, target)})"])
+
+
+def unlisted(config: Config, dry: bool) -> list[Outcome]:
+    """Unload pfc's policies the config does not list, in the namespaces it covers."""
+    if config.unlisted == "keep":
+        return []
+    listed = {(e.netns, e.dev, e.target) for e in config.entries}
+    out = []
+    for ns in sorted({e.netns for e in config.entries} | {current_netns()}):
+        for r in state.records(ns):
+            if (r.netns, r.dev, r.target) in listed or netns_path(r.netns) is None:
+                continue
+            place = f"{r.target} on {r.dev} (namespace {r.netns})"
+            messages = [] if dry else deploying.unload(r.target, r.dev, r.netns).messages
+            out.append(Outcome(place, "unloaded", messages))
+    return out
+
+
+def fallback_all(why: str, netns: str | None = None) -> list[Outcome]:
+    """The config is unreadable: every place of the namespace with a last good copy
+    and nothing of pfc's in force gets its last good copy."""
+    ns = netns or current_netns()
+    root = snapshot.lib_dir() / "last-good" / ns
+    out = []
+    for p in sorted(root.glob(f"*/*{snapshot.SUFFIX}")):
+        e = Entry(Path("?"), p.parent.name, p.name[:-len(snapshot.SUFFIX)], ns)
+        out.append(fallback(e, why))
+    return out
+
+
+def apply(config: Config, dry: DryRun | None = None) -> list[Outcome]:
+    """Make the host match ``config`` (module doc); ``dry``: only say what would be
+    done, with ``dry(compiled, entry)``'s preview of each load."""
+    out = []
+    for e in config.entries:
+        try:
+            out.append(apply_entry(e, dry))
+        except CompileError as exc:
+            why = f"{e.file} has errors:\n{exc.render()}"
+            out.append(Outcome(e.place, "failed", [why]) if dry else fallback(e, why))
+        except LoadError as exc:
+            why = exc.cause + (f" (hint: {exc.hint})" if exc.hint else "")
+            out.append(Outcome(e.place, "failed", [why]) if dry else fallback(e, why))
+    return out + unlisted(config, dry is not None)

@@ -1,0 +1,172 @@
+"""``pfc set add|del|replace``: the new contents (add, delete by coverage, replace),
+and in the kernel: an nft set replaced with 100k entries under traffic (no packet
+judged by neither set, counters kept), an ipset swapped, eBPF by an atomic replace."""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+import threading
+
+import pytest
+
+from pfc import api
+from pfc.deploy import sets
+from pfc.deploy.base import LoadError
+from pfc.kernel import netns
+from pfc.oracle import framebuild as fb
+from tests.deploy.test_load import (
+    ROOT_REASON,
+    counters_of,
+    deliver,
+    entry,
+    pfc,
+    policy_file,
+    status,
+)
+
+kernel = pytest.mark.skipif(ROOT_REASON is not None, reason=ROOT_REASON or "")
+
+
+def members(nets: dict) -> set[str]:
+    return {str(a) for v in (4, 6) for n in nets[v]
+            for a in ipaddress.ip_network(sets.text(n), strict=False)}
+
+
+def test_contents_add_del_replace_match_address_sets():
+    rng = random.Random(7)
+    pool = [f"10.0.{rng.randrange(4)}.{rng.randrange(256)}" for _ in range(300)]
+    old = sets.parse_entries("s", pool[:200] + ["10.0.9.0/24", "2001:db8::/126"])
+    given = sets.parse_entries("s", pool[100:] + ["10.0.9.128/25", "2001:db8::1"])
+    want_old = members(sets.collapse(old))
+    want_given = members(sets.collapse(given))
+    assert members(sets.new_contents("add", old, given)) == want_old | want_given
+    assert members(sets.new_contents("del", old, given)) == want_old - want_given
+    assert members(sets.new_contents("replace", old, given)) == want_given
+    merged = sets.collapse(sets.parse_entries("s", ["10.0.0.0/25", "10.0.0.128/25"]))
+    assert [sets.text(n) for n in merged[4]] == ["10.0.0.0/24"]
+    with pytest.raises(LoadError, match="entry 2 `10.0.0.300`"):
+        sets.parse_entries("s", ["10.0.0.1", "10.0.0.300"])
+    with pytest.raises(LoadError, match="address sets only"):
+        sets.parse_entries("s", ["80"])
+
+
+# ------------------------------------------------------------------------ kernel
+
+STAY, NEVER = "10.99.0.7", "10.99.0.1"  # in both sets; in neither
+
+
+def blocklist(rng: random.Random, n: int) -> list[str]:
+    out = set()
+    while len(out) < n:
+        x = rng.getrandbits(32) & 0xDFFFFFFF | 0x01000000
+        if x >> 16 != 0x0A63:  # keep 10.99/16 for the probes
+            out.add(str(ipaddress.IPv4Address(x)))
+    return sorted(out)
+
+
+def blocklist_policy(tmp_path, seed, n: int):
+    """``drop src $bl`` over ``n`` random addresses and STAY, from a set file."""
+    rng = seed if isinstance(seed, random.Random) else random.Random(seed)
+    (tmp_path / "bl.txt").write_text("\n".join(blocklist(rng, n) + [STAY]) + "\n")
+    return policy_file(tmp_path, 'set bl = file "bl.txt"\ndrop src $bl\n', "bl.pf")
+
+
+def from_(lab, src: str, seq: int) -> bytes:
+    s, d = ipaddress.IPv4Address(src).packed, bytes([10, 1, 0, 1])
+    udp = fb.udp(s, d, 9, 1003, seq.to_bytes(8, "big"))
+    return fb.ethernet(lab.dut_mac, lab.inj_mac, fb.ETH_IP4, fb.ipv4(s, d, 17, udp))
+
+
+def _traffic(lab, stop: threading.Event, sent: list[int]) -> None:
+    with netns.inside(lab.name):
+        inj = netns.Injector(lab.inj)
+        try:
+            while not stop.is_set():
+                inj.send(from_(lab, STAY, sent[0]))
+                inj.send(from_(lab, NEVER, sent[0]))
+                sent[0] += 1
+        finally:
+            inj.close()
+
+
+@kernel
+@pytest.mark.kernel
+def test_nft_100k_replace_under_traffic_loses_nothing(lab, tmp_path):
+    rng = random.Random(1)
+    path = blocklist_policy(tmp_path, rng, 100_000)
+    assert pfc("load", path, "--target", "nft", "--dev", lab.dut, "--netns", lab.name)[0] == 0
+    deliver(lab, [from_(lab, STAY, 0)])  # counted before: the counters are kept
+    new = blocklist(rng, 100_000) + [STAY]
+    stop, sent = threading.Event(), [0]
+    sender = threading.Thread(target=_traffic, args=(lab, stop, sent))
+    sender.start()
+    try:
+        (change,) = api.set_entries("replace", "bl", new, lab.dut, target="nft",
+                                    netns=lab.name)
+    finally:
+        stop.set()
+        sender.join()
+    deliver(lab, [])
+    collapsed = sets.collapse(sets.parse_entries("bl", new))
+    assert change.how == "nft transaction" and change.size == len(collapsed[4])
+    print(f"nft: 100k replace in {change.seconds:.2f} s; {sent[0]} probe pairs meanwhile")
+    dropped = counters_of(entry(lab, "nft"))[0][0]
+    assert sent[0] > 0 and dropped == sent[0] + 1  # every STAY dropped, no NEVER dropped
+    listed = netns_nft(lab, "list set netdev pfc bl4")
+    assert listed.count(",") + 1 == len(new) and new[0] in listed
+
+
+def netns_nft(lab, command: str) -> str:
+    import subprocess
+
+    return subprocess.run(["ip", "netns", "exec", lab.name, "nft", *command.split()],
+                          capture_output=True, text=True, check=True).stdout
+
+
+@kernel
+@pytest.mark.kernel
+@pytest.mark.parametrize("target", ["iptables", "xdp"])
+def test_set_changes_in_place_or_by_atomic_replace(lab, tmp_path, target):
+    path = blocklist_policy(tmp_path, 2, 2000)
+    extra = ["--mode", "generic"] if target == "xdp" else []
+    assert pfc("load", path, "--target", target, "--dev", lab.dut, "--netns", lab.name,
+               *extra)[0] == 0
+    code, out, err = pfc("set", "del", "bl", STAY, "--dev", lab.dut, "--netns", lab.name)
+    assert code == 0, err
+    assert ("ipset swap" if target == "iptables" else "policy replaced atomically") in out
+    deliver(lab, [from_(lab, STAY, 1)])
+    assert counters_of(entry(lab, target))[0][0] == 0  # no longer in the set
+    code, out, err = pfc("set", "add", "bl", f"{STAY}/32", "--dev", lab.dut, "--netns",
+                         lab.name, "-t", target)
+    assert code == 0 and "+1 -0" in out, err
+    deliver(lab, [from_(lab, STAY, 2)])
+    assert counters_of(entry(lab, target))[0][0] == 1
+    code, _, err = pfc("set", "add", "nosuch", "1.2.3.4", "--dev", lab.dut, "--netns",
+                       lab.name)
+    assert code == 2 and "no `set nosuch = file" in err
+
+
+@kernel
+@pytest.mark.kernel
+@pytest.mark.parametrize("target", ["nft", "iptables"])
+def test_status_sees_a_set_changed_outside_pfc_and_apply_repairs_it(lab, tmp_path, target):
+    import subprocess
+
+    blocklist_policy(tmp_path, 3, 2000)
+    config = tmp_path / "pfc.conf"
+    config.write_text(f'[[policy]]\nfile = "bl.pf"\ndev = "{lab.dut}"\ntarget = "{target}"\n')
+    assert pfc("apply", "--config", config)[0] == 0
+    assert pfc("status", "--netns", lab.name)[0] == 0
+    (e,) = status(lab)
+    sname = "pfc bl4" if target == "nft" else e["attach"]["sets"][0]
+    cmd = (["nft", "delete", "element", "netdev", *sname.split(), "{", STAY, "}"]
+           if target == "nft" else ["ipset", "del", sname, STAY])
+    subprocess.run(["ip", "netns", "exec", lab.name, *cmd], check=True)
+    code, out, _ = pfc("status", "--netns", lab.name)
+    assert code == 4 and "changed outside pfc: set" in out and "-1" in out, out
+    code, out, err = pfc("apply", "--config", config)
+    assert code == 0 and "repaired" in out, out + err
+    assert pfc("status", "--netns", lab.name)[0] == 0
+    deliver(lab, [from_(lab, STAY, 5)])
+    assert counters_of(entry(lab, target))[0][0] == 1
