@@ -142,14 +142,24 @@ def test_random_sigkills_leave_the_old_or_the_new_policy(tmp_path, monkeypatch):
                 assert load(lab, target, EXTRA[target], paths["old"])[0] == 0
             places.append(place)
         race(places, lambda p: "new", None)
-        rng = random.Random(17)
-        for trial in range(TRIALS):
+        rng, trial = random.Random(17), 0
+        while trial < TRIALS or (not all(killed(p) >= TRIALS // 2 for p in places)
+                                 and trial < 4 * TRIALS):
             runs = race(places, lambda p: "old" if p.held == "new" else "new", rng,
                         anywhere=trial % 2 == 0)
             for p in places:
                 check(p, runs[p.target], trial, monkeypatch)
+            trial += 1
         for p in places:
             finish(p, monkeypatch)
+
+
+def killed(p: Place) -> int:
+    """How many of ``p``'s runs so far were killed before they ended. A kill moment
+    comes from a duration measured once; on a machine whose load changes, a run may end
+    first, so the test runs more trials (up to 4 × TRIALS) until half of TRIALS were
+    really killed on every target."""
+    return p.seen[(True, "kept")] + p.seen[(True, "changed")]
 
 
 def check(p: Place, run: Run, trial: int, monkeypatch) -> None:
@@ -168,8 +178,8 @@ def check(p: Place, run: Run, trial: int, monkeypatch) -> None:
 
 def finish(p: Place, monkeypatch) -> None:
     print(f"{p.target}: load {p.duration:.2f} s, kernel phase {p.window:.2f} s; (killed, "
-          f"kernel) over {TRIALS} trials: {dict(p.seen)}")
-    assert p.seen[(True, "kept")] + p.seen[(True, "changed")] >= TRIALS // 2
+          f"kernel) over {sum(p.seen.values())} trials: {dict(p.seen)}")
+    assert killed(p) >= TRIALS // 2
     other = "old" if p.held == "new" else "new"
     with p.inside(monkeypatch):
         assert load(p.lab, p.target, EXTRA[p.target], p.paths[other])[0] == 0
