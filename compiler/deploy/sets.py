@@ -40,6 +40,7 @@ from pathlib import Path
 
 from pfc.deploy import snapshot, state
 from pfc.deploy.base import LoadError, check_privileges, in_netns
+from pfc.frontend.matches import merge_ranges, subtract_ranges
 from pfc.frontend.source import SourceFile
 from pfc.frontend.values import read_set_file
 
@@ -119,14 +120,8 @@ def _prefixes(version: int, lo: int, hi: int) -> list[Net]:
 
 def _intervals(nets: list[Net], version: int) -> list[tuple[int, int]]:
     bits = _FAMILY[version][1]
-    spans = sorted((a, a + (1 << (bits - n)) - 1) for v, a, n in nets if v == version)
-    merged: list[list[int]] = []
-    for lo, hi in spans:
-        if merged and lo <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], hi)
-        else:
-            merged.append([lo, hi])
-    return [(lo, hi) for lo, hi in merged]
+    return list(merge_ranges([(a, a + (1 << (bits - n)) - 1)
+                              for v, a, n in nets if v == version]))
 
 
 def collapse(nets: list[Net]) -> dict[int, list[Net]]:
@@ -142,19 +137,7 @@ def new_contents(op: str, old: list[Net], given: list[Net]) -> dict[int, list[Ne
         return collapse(old + given)
     out = {}
     for v in (4, 6):
-        keep, cut = _intervals(old, v), _intervals(given, v)
-        rest, i = [], 0
-        for lo, hi in keep:
-            while i < len(cut) and cut[i][1] < lo:
-                i += 1
-            j = i
-            while lo <= hi and j < len(cut) and cut[j][0] <= hi:
-                if cut[j][0] > lo:
-                    rest.append((lo, cut[j][0] - 1))
-                lo = max(lo, cut[j][1] + 1)
-                j += 1
-            if lo <= hi:
-                rest.append((lo, hi))
+        rest = subtract_ranges(_intervals(old, v), _intervals(given, v))
         out[v] = [p for lo, hi in rest for p in _prefixes(v, lo, hi)]
     return out
 

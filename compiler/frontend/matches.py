@@ -123,6 +123,25 @@ def intersect_ranges(a: Sequence[tuple[int, int]],
     return out
 
 
+def subtract_ranges(a: Sequence[tuple[int, int]],
+                    b: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``a`` without ``b``: both sorted lists of disjoint inclusive ranges (linear)."""
+    out: list[tuple[int, int]] = []
+    j = 0
+    for lo, hi in a:
+        while j < len(b) and b[j][1] < lo:
+            j += 1
+        k = j
+        while k < len(b) and b[k][0] <= hi:
+            if b[k][0] > lo:
+                out.append((lo, b[k][0] - 1))
+            lo = max(lo, b[k][1] + 1)
+            k += 1
+        if lo <= hi:
+            out.append((lo, hi))
+    return out
+
+
 def flags_match(node: MatchNode, diags: list[Diagnostic]) -> ir.FlagsMatch | None:
     set_bits = clear_bits = 0
     ok = True

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import Diagnostic, error, warning
-from pfc.frontend.matches import intersect_ranges, merge_ranges
+from pfc.frontend.matches import intersect_ranges, merge_ranges, subtract_ranges
 from pfc.frontend.source import Span
 
 Interval = tuple[int, int]
@@ -120,7 +120,7 @@ def _merge_addresses(group: list[ir.AddrMatch], family: ir.Family) -> ir.AddrMat
         for m in plus[1:]:
             kept = intersect_ranges(kept, _intervals(m.prefixes, version))
         for m in minus:
-            kept = _subtract(kept, _intervals(m.prefixes, version))
+            kept = subtract_ranges(kept, _intervals(m.prefixes, version))
         prefixes += _prefixes(kept, version)
     only = plus[0]
     if len(plus) == 1 and set(prefixes) == {p for p in only.prefixes
@@ -141,23 +141,6 @@ def _intervals(prefixes: Sequence[ir.IPNetwork], version: int) -> list[Interval]
     spans = [(int(p.network_address), int(p.network_address) + p.num_addresses - 1)
              for p in prefixes if p.version == version]
     return list(merge_ranges(spans))
-
-
-def _subtract(a: list[Interval], b: list[Interval]) -> list[Interval]:
-    out: list[Interval] = []
-    j = 0
-    for lo, hi in a:
-        while j < len(b) and b[j][1] < lo:
-            j += 1
-        k = j
-        while k < len(b) and b[k][0] <= hi:
-            if b[k][0] > lo:
-                out.append((lo, b[k][0] - 1))
-            lo = max(lo, b[k][1] + 1)
-            k += 1
-        if lo <= hi:
-            out.append((lo, hi))
-    return out
 
 
 def _prefixes(intervals: list[Interval], version: int) -> list[ir.IPNetwork]:
@@ -185,7 +168,7 @@ def _merge_ints(group: list[ir.IntMatch]) -> ir.IntMatch:
     kept = list(plus[0].ranges)
     for m in plus[1:]:
         kept = intersect_ranges(kept, list(m.ranges))
-    kept = _subtract(kept, union)
+    kept = subtract_ranges(kept, union)
     if len(plus) == 1 and tuple(kept) == plus[0].ranges:
         return ir.IntMatch(field, plus[0].ranges, False, span, plus[0].set_name)
     return ir.IntMatch(field, tuple(kept), False, span)
