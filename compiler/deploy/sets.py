@@ -190,6 +190,30 @@ def _nft_change(record: state.Record, name: str, old: dict[int, list[Net]],
     have = {s["name"]: "interval" in s.get("flags", []) for s in found}
     old = {v: _elements(old[v], have.get(f"{name}{v}", True)) for v in (4, 6)}
     new = {v: _elements(new[v], have.get(f"{name}{v}", True)) for v in (4, 6)}
+    lines = nft_lines(f"{a['family']} {a['table']}", name, old, new, have)
+    if lines is None:
+        return None
+    if lines:
+        rc, _, err = load_nft._cmd("\n".join(lines))
+        if rc != 0:  # the kernel's elements are not pfc's (changed outside): all anew
+            rc, _, err = load_nft._cmd("\n".join(_nft_refill(a, name, new, have)))
+        if rc != 0:
+            raise LoadError(f"nftables refused the set change: {load_nft._first(err)}; "
+                            "the set is as it was (one transaction)",
+                            hint="`pfc status` shows whether the set changed outside pfc")
+    return "nft transaction"
+
+
+def nft_lines(table: str, name: str, old: dict[int, list[Net]], new: dict[int, list[Net]],
+              have: dict[str, bool]) -> list[str] | None:
+    """The transaction that turns ``old`` into ``new`` in sets ``NAME4``/``NAME6`` of
+    ``table`` (``have``: set name → has ``flags interval``); None when a family with
+    changes has no set (compiled into the rules) or a set of addresses would get a
+    prefix. Added entries are added; removing entries from an interval set is a
+    ``flush set`` and a refill in the same transaction, because libnftables 1.0 deletes
+    interval elements in time that grows with the set (measured on a 100k-entry set:
+    100 deletions 10 s, 1,000 deletions 103 s; flush and 100k adds 0.8 s). Hash sets
+    delete fast (1,000 of 100k: 0.02 s) and keep the delta."""
     lines = []
     for version in (4, 6):
         sname = f"{name}{version}"
@@ -201,20 +225,15 @@ def _nft_change(record: state.Record, name: str, old: dict[int, list[Net]],
         bits = _FAMILY[version][1]
         if sname not in have or (not have[sname] and any(n[2] != bits for n in come)):
             return None  # compiled into the rules, or prefixes into a set of addresses
-        where = f"{a['family']} {a['table']} {sname}"
-        if gone:
+        where = f"{table} {sname}"
+        if gone and have[sname]:
+            lines.append(f"flush set {where}")
+            come = new[version]
+        elif gone:
             lines.append(f"delete element {where} {{ {', '.join(map(text, gone))} }}")
         if come:
             lines.append(f"add element {where} {{ {', '.join(map(text, come))} }}")
-    if lines:
-        rc, _, err = load_nft._cmd("\n".join(lines))
-        if rc != 0:  # the kernel's elements are not pfc's (changed outside): all anew
-            rc, _, err = load_nft._cmd("\n".join(_nft_refill(a, name, new, have)))
-        if rc != 0:
-            raise LoadError(f"nftables refused the set change: {load_nft._first(err)}; "
-                            "the set is as it was (one transaction)",
-                            hint="`pfc status` shows whether the set changed outside pfc")
-    return "nft transaction"
+    return lines
 
 
 def _elements(nets: list[Net], interval: bool) -> list[Net]:
