@@ -30,6 +30,10 @@ FEATURES = {
     "payload": "`payload` matches",
     "ipv6": "IPv6 rules",
     "non-ip": "rules that match non-IP frames",
+    "log": "`log` rules",
+    "limit": "`limit` on a drop rule",
+    "audit": "audit mode (`drop ... audit`, `--audit`)",
+    "ct": "`ct state` matches",
 }
 
 
@@ -43,6 +47,7 @@ class Options:
     dev: str | None = None
     table: str = "pfc"
     notrack: bool = False
+    audit: bool = False  # applied before the backend runs (``pfc.passes.audit``)
     extra: dict = field(default_factory=dict)
 
 
@@ -141,6 +146,14 @@ def rule_features(rule: ir.Rule) -> set[str]:
         needs.add("ipv6")
     if rule.family is ir.Family.ANY:
         needs.add("non-ip")
+    if isinstance(rule.action, ir.Log):
+        needs.add("log")
+    if rule.limit is not None:
+        needs.add("limit")
+    if isinstance(rule.action, ir.Drop) and rule.action.audit:
+        needs.add("audit")
+    if any(isinstance(m, ir.CtMatch) for m in rule.matches):
+        needs.add("ct")
     return needs
 
 
@@ -160,8 +173,15 @@ def capability_errors(policy: ir.Policy, backend: Backend, registry: dict[str, B
 
 def feature_errors(policy: ir.Policy, backend: Backend,
                    registry: dict[str, Backend]) -> list[Diagnostic]:
-    """One error per rule needing a feature (``FEATURES``) the backend lacks."""
+    """One error per rule needing a feature (``FEATURES``) the backend lacks (and one
+    on ``default`` for an audited default drop)."""
     out = []
+    if policy.default_audit and "audit" not in backend.supports:
+        able = [b.name for b in registry.values() if "audit" in b.supports and b.name != "ir"]
+        out.append(error(f"target `{backend.name}` cannot express {FEATURES['audit']} "
+                         "(the default drop)", policy.default_span,
+                         hint=("targets that can: " + ", ".join(able)) if able else None,
+                         code="unsupported"))
     for rule in policy.rules:
         missing = sorted(rule_features(rule) - backend.supports)
         if not missing:

@@ -73,16 +73,17 @@ def check(policy: PolicyInput, *, targets: Iterable[str] = ()) -> list[Diagnosti
 
 def compile(policy: PolicyInput, target: str, *, format: str | None = None,  # noqa: A002
             hook: str | None = None, dev: str | None = None, table: str = "pfc",
-            notrack: bool = False) -> Artifact:
+            notrack: bool = False, audit: bool = False) -> Artifact:
     """The policy compiled for ``target`` (see ``pfc targets``). ``artifact.text`` is the
     printable form, ``artifact.files`` what ``pfc compile -o`` writes; the front end's
     warnings are in ``artifact.diagnostics``, then the backend's notes (e.g. an eBPF
     object whose maps must be filled at load time). CompileError if the policy has errors or
-    the target cannot express a rule; OptionError for a bad format, hook or name."""
+    the target cannot express a rule; OptionError for a bad format, hook or name.
+    ``audit``: every drop a would-be drop (docs/language.md "Audit mode")."""
     compiled = front(policy)
     compiled.require()
     artifact, diags = build_artifact(compiled, target, format, hook=hook, dev=dev,
-                                     table=table, notrack=notrack)
+                                     table=table, notrack=notrack, audit=audit)
     if artifact is None:
         raise CompileError(diags, compiled.sources)
     artifact.diagnostics = list(compiled.diagnostics) + artifact.diagnostics  # backend notes last
@@ -101,17 +102,20 @@ def frames(policy: PolicyInput | ir.Policy, n: int, *, seed: int = 0,
 
 
 def run(policy: PolicyInput | ir.Policy,
-        frames: Iterable[bytes] | str | os.PathLike) -> tuple[list[interp.Outcome], dict]:
+        frames: Iterable[bytes] | str | os.PathLike,
+        times: Iterable[int] | None = None) -> tuple[list[interp.Outcome], dict]:
     """The reference interpreter (``pfc run``): every frame (raw Ethernet bytes, or a
     pcap file) judged in order. Returns one :class:`~pfc.oracle.interp.Outcome` per
-    frame (verdict, deciding rule, counted rules, the frame as it leaves) and the count
-    rules' ``{rule index: (packets, bytes)}``."""
+    frame (verdict, deciding rule, counted rules, the frame as it leaves, log events)
+    and the count rules' ``{rule index: (packets, bytes)}``. ``times`` (ns, one per
+    frame; a pcap's own timestamps) drive ``limit`` and ``log ... rate``."""
     checked = policy if isinstance(policy, ir.Policy) else front(policy).require()
     if isinstance(frames, str | os.PathLike):
-        from pfc.oracle.pcap import read_pcap
+        from pfc.oracle.pcap import read_capture
 
-        frames = read_pcap(frames)
-    return interp.run(checked, frames)
+        capture = read_capture(frames)
+        frames, times = capture.frames, capture.times
+    return interp.run(checked, frames, times=times)
 
 
 def verify(policy: PolicyInput, targets: Iterable[str] | None = None, *,
@@ -155,14 +159,15 @@ def _frames_of(pcap: str | os.PathLike | Iterable[bytes] | None) -> list[bytes]:
 
 def load(policy: PolicyInput, target: str, dev: str, *, netns: str | None = None,
          force: bool = False, mode: str | None = None, hook: str | None = None,
-         table: str = "pfc") -> Result:
+         table: str = "pfc", audit: bool = False) -> Result:
     """``pfc load``: compile for ``target`` (xdp, tc, nft, iptables) and attach to
     ``dev`` (in namespace ``netns``), replacing pfc's previous policy there atomically.
-    All or nothing: LoadError leaves the host as it was."""
+    All or nothing: LoadError leaves the host as it was. ``audit``: nothing is dropped;
+    would-be drops are counted and logged."""
     from pfc.deploy.preview import load_compiled
 
     compiled = front(policy)
-    artifact = compile(compiled, target, hook=hook, dev=dev, table=table)
+    artifact = compile(compiled, target, hook=hook, dev=dev, table=table, audit=audit)
     return load_compiled(compiled, target, dev, netns, force, mode, hook, table, artifact)
 
 

@@ -13,6 +13,7 @@ from pfc import backends
 from pfc.backends.base import Artifact, Backend, Options, capability_errors
 from pfc.frontend.diagnostics import CompileError, Diagnostic
 from pfc.frontend.pipeline import Compiled, paused_gc
+from pfc.passes.audit import audited
 
 
 class OptionError(ValueError):
@@ -37,6 +38,8 @@ def build_artifact(compiled: Compiled, target: str, fmt: str | None = None,
     """
     chosen = backend(target)
     policy = compiled.require()
+    if options.get("audit"):
+        policy = audited(policy)
     # the backend's size limits are enforced by its emitter, with the same diagnostics
     diags = capability_errors(policy, chosen, backends.registry(), limits=False)
     if diags:

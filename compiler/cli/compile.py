@@ -61,6 +61,8 @@ def _compile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--notrack", action="store_true",
                    help="iptables raw-prerouting: also exempt matched traffic from "
                         "conntrack (NOTRACK)")
+    p.add_argument("--audit", action="store_true", help="audit mode: every drop (and a "
+                   "default drop) becomes a would-be drop: passed, counted and logged")
     p.add_argument("--diagnostics", choices=("text", "json"), default="text",
                    help="text: diagnostics and notes as lines on stderr; json: one JSON "
                         "object on stderr instead (docs/json.md); the artifact is "
@@ -106,7 +108,7 @@ def _compile_into(args: argparse.Namespace, report: _Report) -> int:
     try:
         artifact = api.compile(compiled, args.target, format=args.format, hook=hook,
                                dev=args.dev, table=args.table or "pfc",
-                               notrack=args.notrack)
+                               notrack=args.notrack, audit=args.audit)
     except CompileError as exc:
         report.diagnose(exc.diagnostics, compiled.sources)
         return 1

@@ -70,6 +70,8 @@ def _load_args(p: argparse.ArgumentParser) -> None:
                    help="xdp: driver (native) or generic XDP; default: native when the "
                         "driver supports it, and on a replace the mode already in use")
     p.add_argument("--hook", metavar="H", help="nft/iptables hook (see `pfc targets`)")
+    p.add_argument("--audit", action="store_true", help="audit mode: drop nothing; count "
+                   "and log every would-be drop (`pfc log` shows them)")
     p.add_argument("--table", default="pfc", metavar="NAME",
                    help="nft table / iptables chain prefix owned by pfc (default pfc)")
     p.add_argument("--force", action="store_true",
@@ -96,7 +98,7 @@ def _load(args: argparse.Namespace) -> int:
         return _dry_run(args, compiled, target, dev)
     try:
         result = api.load(compiled, target, dev, netns=args.netns, force=args.force,
-                          mode=args.mode, hook=args.hook, table=args.table)
+                          mode=args.mode, hook=args.hook, table=args.table, audit=args.audit)
     except CompileError as exc:
         print_diagnostics(exc.diagnostics, compiled.sources)
         return 1

@@ -15,6 +15,8 @@ from pfc.cli.common import Command, UsageError, load, print_diagnostics, read_ca
 from pfc.cli.output import STDIO, OutputError, cell, open_output, print_json, shown
 from pfc.frontend import ir
 from pfc.oracle import packets
+from pfc.oracle.events import describe as describe_event
+from pfc.oracle.events import to_json as event_json
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:
@@ -35,7 +37,7 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     policy = compiled.policy
     capture = read_capture_arg(args.pcap)
-    outcomes, counters = api.run(policy, capture.frames)
+    outcomes, counters = api.run(policy, capture.frames, capture.times)
     texts = {r.index: compiled.rule_text(r) for r in policy.rules}
     if args.format == "json":
         print_json(_json_report(policy, capture, outcomes, counters))
@@ -98,9 +100,12 @@ def _print_packets(policy, capture, outcomes, texts) -> None:
         else:
             why = f"line {lines[out.rule]}: {shown(texts[out.rule])}"
         extra = " (rewritten)" if out.frame != frame else ""
+        extra += " (audit: would drop)" if out.audited else ""
         sent = " (outgoing)" if n - 1 in capture.outgoing else ""
         print(f"{n:>6}  {len(frame):>5}B  {out.verdict.value:<4}  {describe(frame)}{sent}"
               f"  {why}{extra}")
+        for event in out.events:
+            print(f"{'':>6}  log: {shown(describe_event(event))}")
 
 
 def summary_table(policy, outcomes, counters, texts):
@@ -165,7 +170,8 @@ def _packet_json(rules: dict[int, ir.Rule], n: int, frame: bytes, outcome,
     return {"n": n, "length": len(frame), "summary": describe(frame),
             "outgoing": outgoing, "verdict": outcome.verdict.value, "rule": outcome.rule,
             "line": rule.line if rule else None, "counted": list(outcome.counted),
-            "rewritten": outcome.frame.hex() if redirected else None}
+            "rewritten": outcome.frame.hex() if redirected else None,
+            "audited": outcome.audited, "events": [event_json(e) for e in outcome.events]}
 
 
 RUN = Command("run", "run the reference interpreter over a pcap",

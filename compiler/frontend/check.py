@@ -16,6 +16,7 @@ from pfc.frontend import ir
 from pfc.frontend.diagnostics import MAX_ERRORS, Diagnostic, Note, error, suggest
 from pfc.frontend.matches import address_match, flags_match, int_match, payload_match
 from pfc.frontend.merge import merge_fields
+from pfc.frontend.options.check import check_options, ct_match
 from pfc.frontend.parse import KEYWORDS
 from pfc.frontend.source import SourceFile, Span, read_set_source
 from pfc.frontend.syntax import Default, Define, MatchNode, Module, RuleNode, SetDecl, Target, Value
@@ -206,6 +207,10 @@ class Checker:
             if match is not None:
                 matches.append(match)
                 fam.constrain_by(match)
+        extra, limit = check_options(node, self.diags)
+        action = _with_options(action, extra)
+        if limit is not None and limit.per is not None:
+            fam.any = False  # `per src` reads an address: IP frames only
         if isinstance(action, ir.Redirect):
             fam.constrain_to(action.address.version, node.target.address.span,
                              "the redirect target")
@@ -217,7 +222,7 @@ class Checker:
             return None
         line = self.module.source.position(node.span.start)[0]
         return ir.Rule(index, action, fam.result(), proto, merged, node.span,
-                       proto_name, line)
+                       proto_name, line, limit)
 
     def _action(self, node: RuleNode) -> ir.Action | None:
         span = node.action_span
@@ -232,6 +237,8 @@ class Checker:
             return ir.Pass(span)
         if node.action == "count":
             return ir.Count(span)
+        if node.action == "log":
+            return ir.Log(span=span)
         if node.target is None:
             self.diags.append(error("`redirect` needs a target: `to ADDRESS[:PORT]`",
                                     node.span, hint="e.g. `redirect udp dport 8080 to "
@@ -278,6 +285,13 @@ class Checker:
             return flags_match(node, self.diags)
         if node.field == "frag":
             return ir.FragMatch(node.negated, node.span)
+        if node.field == "ct":
+            if any(m.field == "ct" for m in rule.matches if m.span.start < node.span.start):
+                self.diags.append(error("`ct state` is given twice", node.field_span,
+                                        hint="write one list: `ct state new,established`",
+                                        code="ct-twice"))
+                return None
+            return ct_match(node, self.diags)
         atoms = self.resolve(node.value)
         if atoms is None:
             return None
@@ -345,6 +359,16 @@ class _Family:
 
     def result(self) -> ir.Family:
         return ir.Family.ANY if self.any else ir.Family.of_versions(self.versions)
+
+
+def _with_options(action: ir.Action | None, extra: dict) -> ir.Action | None:
+    """``log``'s options into its action; ``audit`` into a drop (``check_options``
+    refused them on any other action)."""
+    if isinstance(action, ir.Log) and extra:
+        return ir.Log(span=action.span, **extra)
+    if isinstance(action, ir.Drop) and extra.get("audit"):
+        return ir.Drop(action.span, audit=True)
+    return action
 
 
 def encoding_error(source: SourceFile) -> Diagnostic:

@@ -21,6 +21,7 @@ from pfc.frontend.syntax import (
     Define,
     MatchNode,
     Module,
+    OptionNode,
     RuleNode,
     SetDecl,
     Statement,
@@ -117,6 +118,7 @@ def rule(node: RuleNode) -> str:
     if node.protocol:
         parts.append(node.protocol)
     parts.extend(match(m) for m in node.matches)
+    parts.extend(option(o) for o in node.options)
     if node.target is not None:
         parts.append("to " + target(node.target))
     return " ".join(parts)
@@ -126,6 +128,8 @@ def match(node: MatchNode) -> str:
     neg = "!" if node.negated else ""
     if node.field == "frag":
         return f"{neg}frag"
+    if node.field == "ct":
+        return f"{neg}ct state " + ",".join(value(i) for i in node.value.items)
     if node.field == "flags":
         return f"{neg}flags " + ",".join(("!" if f.negated else "") + f.name for f in node.flags)
     if node.field == "payload":
@@ -134,6 +138,24 @@ def match(node: MatchNode) -> str:
             window += ":" + _number(node.length)
         return f"{neg}payload[{window}] == {value(node.value)}"
     return f"{neg}{node.field} {value(node.value)}"
+
+
+def option(node: OptionNode) -> str:
+    """``prefix "web"``, ``rate 10/second``, ``snap 64``, ``audit``,
+    ``limit rate 100/second burst 10 per src``."""
+    if node.kind in ("prefix", "snap"):
+        return f"{node.kind} {value(node.value)}"
+    if node.kind == "audit":
+        return "audit"
+    rate = f"rate {_number(node.rate.count)}/{node.rate.unit.text}"
+    if node.kind == "rate":
+        return rate
+    out = f"limit {rate}"
+    if node.burst is not None:
+        out += f" burst {_number(node.burst)}"
+    if node.per is not None:
+        out += f" per {node.per.text}"
+    return out
 
 
 def target(node: Target) -> str:

@@ -1,6 +1,6 @@
 """Hints for syntax errors: what a user coming from iptables, nftables or pf probably
 meant (``default allow``, ``DROP``, ``from``, ``icmp type 8``, ``dport 53,80``,
-``src 10.0.0.1-10.0.0.5``, ``log``), or a keyword one typo away.
+``src 10.0.0.1-10.0.0.5``), or a keyword one typo away.
 
 Every hint is checked against what the parser could take at that place, so a hint never
 suggests a word that would be another error there. Cheap on any input: no hint looks
@@ -18,15 +18,14 @@ from pfc.frontend.text import describe_char, is_plain
 
 KEYWORDS = ("define", "set", "file", "default", "to", "drop", "pass", "accept", "count",
             "redirect", "all", "ip", "ip6", "tcp", "udp", "icmp", "icmp6", "src", "dst",
-            "sport", "dport", "proto", "icmp-type", "ttl", "len", "flags", "frag", "payload")
+            "sport", "dport", "proto", "icmp-type", "ttl", "len", "flags", "frag", "payload",
+            "log", "prefix", "rate", "snap", "limit", "burst", "per", "audit", "ct", "state")
 _FIELDS = frozenset(("src", "dst", "sport", "dport", "proto", "icmp-type", "ttl", "len"))
 
 # Words of other firewalls and what pfc says instead.
 ACTION_WORDS = {"allow": "pass", "permit": "pass", "deny": "drop", "block": "drop",
                 "discard": "drop", "reject": "drop"}
 _WORD_HINTS = {
-    "log": "pfc has no `log` (not in the language yet); `count` counts the packets a "
-           "rule matches, shown by `pfc status`",
     "from": "pfc has no `from`/`to` matches: write `src ADDRESS` (and `sport PORT`), "
             "`dst ADDRESS` (and `dport PORT`)",
     "any": "leave the match out to match any value: `drop udp dport 53` matches any "

@@ -96,6 +96,7 @@ ICMP6_TYPES = {
 class Layer(StrEnum):
     IP = "ip"  # read where it lies once the EtherType says IPv4/IPv6 (semantics.md)
     TRANSPORT = "transport"  # needs an accepted IP header, first fragment, the protocol
+    STATE = "state"  # not in the frame: the connection tracker's state (IP frames only)
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,12 @@ FIELDS: dict[str, FieldInfo] = {f.name: f for f in (
     FieldInfo("payload", Layer.TRANSPORT, frozenset((TCP, UDP)), Family.IP,
               "byte, one-char string, or LEN bytes (hex or string)", None,
               "bytes after the TCP header (data offset honoured) or the UDP header"),
+    FieldInfo("ct", Layer.STATE, None, Family.IP, "states: new established related invalid",
+              None, "connection tracking state of the packet (`ct state new,established`)"),
 )}
+
+# ``ct state`` values, in the order nft and iptables print them.
+CT_STATES = ("invalid", "established", "related", "new")
 
 
 # ---------------------------------------------------------------------------- matches
@@ -199,16 +205,63 @@ class PayloadMatch:
     field: str = "payload"
 
 
-Match = AddrMatch | IntMatch | FlagsMatch | FragMatch | PayloadMatch
+@dataclass(frozen=True)
+class CtMatch:
+    """``ct state S,...``: the packet's connection state is one of ``states`` (names
+    from ``CT_STATES``, in that order). Holds on IP frames only (docs/language.md
+    "Connection state")."""
+
+    states: tuple[str, ...]
+    negated: bool = False
+    span: Span = NO_SPAN
+    field: str = "ct"
+
+
+Match = AddrMatch | IntMatch | FlagsMatch | FragMatch | PayloadMatch | CtMatch
+
+
+# ---------------------------------------------------------------- rates, limits, logs
+
+@dataclass(frozen=True)
+class Rate:
+    """A token bucket (nft ``limit`` semantics): it holds up to ``count + burst``
+    packets and starts full; it refills at ``count`` per ``unit``; a packet takes one
+    token, and a packet that finds less than one is over the rate."""
+
+    count: int
+    unit: str = "second"  # "second" | "minute"
+    burst: int = 5  # packets beyond one unit's worth (nft's default is 5)
+
+    @property
+    def seconds(self) -> int:
+        return 60 if self.unit == "minute" else 1
+
+    @property
+    def capacity(self) -> int:
+        return self.count + self.burst
+
+
+@dataclass(frozen=True)
+class Limit:
+    """``limit rate N/UNIT [burst B] [per src|dst]`` on a drop rule: the rule holds only
+    on packets over the rate. One bucket per rule and IP version, and per address with
+    ``per``."""
+
+    rate: Rate
+    per: str | None = None  # "src" | "dst"
+    span: Span = NO_SPAN
 
 
 # ---------------------------------------------------------------------------- actions
 
 @dataclass(frozen=True)
 class Drop:
+    """``audit``: a would-be drop: the packet passes, counted and logged as a drop."""
+
     span: Span = NO_SPAN
     name: str = "drop"
     terminal: bool = True
+    audit: bool = False
 
 
 @dataclass(frozen=True)
@@ -236,7 +289,25 @@ class Redirect:
     terminal: bool = True
 
 
-Action = Drop | Pass | Count | Redirect
+LOG_SNAP_DEFAULT, LOG_SNAP_MAX = 128, 256
+LOG_PREFIX_MAX = 32
+
+
+@dataclass(frozen=True)
+class Log:
+    """``log``: not terminal, like ``count``; sends an event (oracle ``events``) with
+    ``prefix``, at most ``rate`` events (a token bucket per rule and IP version), each
+    carrying the first ``snap`` bytes of the packet."""
+
+    prefix: str = ""
+    rate: Rate | None = None
+    snap: int = LOG_SNAP_DEFAULT
+    span: Span = NO_SPAN
+    name: str = "log"
+    terminal: bool = False
+
+
+Action = Drop | Pass | Count | Redirect | Log
 
 
 # ------------------------------------------------------------------------ rules, policy
@@ -259,6 +330,7 @@ class Rule:
     span: Span = NO_SPAN
     proto_name: str = "all"  # as written, for messages and printing
     line: int = 0  # 1-based source line, for reports and counters
+    limit: Limit | None = None  # drop rules only: the rule holds on packets over the rate
 
     @property
     def terminal(self) -> bool:
@@ -276,6 +348,7 @@ class Policy:
     default: Verdict = Verdict.PASS
     default_span: Span = NO_SPAN
     source: str = "<policy>"  # file name
+    default_audit: bool = False  # `pfc load --audit`: a default drop passes, logged
 
     def rule(self, index: int) -> Rule:
         for r in self.rules:
@@ -286,3 +359,15 @@ class Policy:
     @property
     def count_rules(self) -> tuple[Rule, ...]:
         return tuple(r for r in self.rules if isinstance(r.action, Count))
+
+    @property
+    def stateful(self) -> bool:
+        """Whether judging a frame depends on earlier frames or on time (``ct state``,
+        ``limit``, ``log ... rate``): the oracle then judges ordered, timed frames."""
+        return any(rule_stateful(r) for r in self.rules)
+
+
+def rule_stateful(rule: Rule) -> bool:
+    return (rule.limit is not None
+            or (isinstance(rule.action, Log) and rule.action.rate is not None)
+            or any(isinstance(m, CtMatch) for m in rule.matches))

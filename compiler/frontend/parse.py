@@ -26,6 +26,8 @@ from pfc.frontend.syntax import (
     Flag,
     MatchNode,
     Module,
+    OptionNode,
+    RateNode,
     RuleNode,
     SetDecl,
     Target,
@@ -34,9 +36,13 @@ from pfc.frontend.syntax import (
 from pfc.frontend.text import shorten
 
 __all__ = ["KEYWORDS", "logical_lines", "parse"]
-_MATCH = "a match (src dst sport dport proto flags icmp-type ttl len frag payload)"
+_MATCH = "a match (src dst sport dport proto flags icmp-type ttl len frag payload ct)"
+_OPTION = "an option (prefix rate snap limit audit)"
 _EXPECTED = {
     "FIELD": _MATCH, "FLAGS": _MATCH, "FRAG": _MATCH, "PAYLOAD": _MATCH, "NOT": "`!`",
+    "CT": _MATCH, "STATE": "`state`", "PREFIX": _OPTION, "RATE": _OPTION, "SNAP": _OPTION,
+    "LIMIT": _OPTION, "AUDIT": _OPTION, "BURST": "`burst`", "PER": "`per`",
+    "SLASH": "`/`", "LOG": "an action",
     "TO": "`to`", "_NL": "end of line", "$END": "end of file", "NAME": "a name",
     "NUMBER": "a number", "IPV4": "an IPv4 address", "IPV6": "an IPv6 address",
     "STRING": "a string", "VARREF": "a `$name`", "LBRACE": "`{`", "RBRACE": "`}`",
@@ -281,9 +287,34 @@ class _Builder:
         action, *rest = children
         protocol = rest.pop(0) if rest and isinstance(rest[0], Value) else None
         target = rest.pop() if rest and isinstance(rest[-1], Target) else None
+        options = tuple(c for c in rest if isinstance(c, OptionNode))
+        matches = tuple(c for c in rest if isinstance(c, MatchNode))
         return RuleNode(action.text, action.span, protocol.text if protocol else None,
-                        protocol.span if protocol else None, tuple(rest), target,
-                        self._cover(action, children[-1]))
+                        protocol.span if protocol else None, matches, target,
+                        self._cover(action, children[-1]), options)
+
+    def option(self, children):
+        # PREFIX STRING | RATE NUMBER "/" NAME | SNAP NUMBER | AUDIT
+        # | LIMIT RATE NUMBER "/" NAME (BURST NUMBER)? (PER FIELD)?
+        keyword = children[0]
+        kind = str(keyword)
+        span = self._cover(keyword, children[-1])
+        if kind in ("prefix", "snap"):
+            value = self._value(children[1], "string" if kind == "prefix" else "number")
+            return OptionNode(kind, self._tok_span(keyword), span, value=value)
+        if kind == "audit":
+            return OptionNode(kind, self._tok_span(keyword), span)
+        at = 2 if kind == "limit" else 1
+        number, unit = children[at], children[at + 2]
+        rate = RateNode(self._value(number, "number"), self._value(unit, "name"),
+                        self._cover(number, unit))
+        burst = per = None
+        for i in range(at + 3, len(children) - 1):
+            if children[i].type == "BURST":
+                burst = self._value(children[i + 1], "number")
+            elif children[i].type == "PER":
+                per = self._value(children[i + 1], "name")
+        return OptionNode(kind, self._tok_span(keyword), span, rate=rate, burst=burst, per=per)
 
     def match(self, children):
         # NOT? (FIELD value | FLAGS flag ("," flag)* | FRAG
@@ -299,10 +330,21 @@ class _Builder:
             return MatchNode("flags", negated, field_span, span, flags=flags)
         if field.type == "FRAG":
             return MatchNode("frag", negated, field_span, span)
+        if field.type == "CT":
+            return self._ct(body, negated, span)
         offset = self._value(body[2], "number")
         length = self._value(body[4], "number") if len(body) == 8 else None
         return MatchNode("payload", negated, field_span, span, self._as_value(last),
                          offset=offset, length=length)
+
+    def _ct(self, body, negated: bool, span: Span) -> MatchNode:
+        """``CT STATE (list | name ("," name)*)``: the states as one list value."""
+        values = [c for c in body[2:] if isinstance(c, Value)]
+        if len(values) == 1 and values[0].kind == "list":
+            states = values[0]
+        else:
+            states = Value("list", "", self._cover(values[0], values[-1]), tuple(values))
+        return MatchNode("ct", negated, self._cover(body[0], body[1]), span, states)
 
     def flag(self, children):
         return Flag(str(children[-1]), len(children) == 2, self._cover(children[0], children[-1]))

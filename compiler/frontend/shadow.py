@@ -112,8 +112,8 @@ def _lookup_keys(rule: ir.Rule, lengths: dict[tuple[str, int], set[int]]) -> lis
 
 def covers(a: ir.Rule, b: ir.Rule) -> bool:
     """True when every packet ``b`` matches is matched by ``a`` too."""
-    if not _family_covers(a.family, b.family):
-        return False
+    if a.limit is not None or not _family_covers(a.family, b.family):
+        return False  # a limited rule holds only on some packets: it covers nothing
     if a.proto is not None and a.proto != b.proto:
         return False
     if isinstance(a.action, ir.Redirect) and b.family is ir.Family.ANY:
@@ -145,6 +145,9 @@ def _match_covers(ma: ir.Match, mb: ir.Match) -> bool:
         return ma.set & mb.set == ma.set and ma.clear & mb.clear == ma.clear
     if isinstance(ma, ir.FragMatch):
         return True
+    if isinstance(ma, ir.CtMatch):
+        inner, outer = (ma.states, mb.states) if ma.negated else (mb.states, ma.states)
+        return set(inner) <= set(outer)
     return ma.offset == mb.offset and ma.data == mb.data
 
 

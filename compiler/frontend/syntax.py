@@ -58,8 +58,9 @@ class Flag:
 
 @dataclass(frozen=True)
 class MatchNode:
-    """One match. ``field`` is the keyword (``src`` ... ``payload``); ``value`` is
-    None for ``frag`` and ``flags``; ``flags`` holds the flag list; ``offset`` and
+    """One match. ``field`` is the keyword (``src`` ... ``payload``, ``ct`` for ``ct
+    state`` with its states as a list ``value``); ``value`` is None for ``frag`` and
+    ``flags``; ``flags`` holds the flag list; ``offset`` and
     ``length`` the payload window (length None means one byte)."""
 
     field: str
@@ -70,6 +71,30 @@ class MatchNode:
     flags: tuple[Flag, ...] = ()
     offset: Value | None = None
     length: Value | None = None
+
+
+@dataclass(frozen=True)
+class RateNode:
+    """``N/UNIT`` as written (``10/second``)."""
+
+    count: Value  # kind "number"
+    unit: Value  # kind "name"
+    span: Span
+
+
+@dataclass(frozen=True)
+class OptionNode:
+    """An option after the matches. ``kind`` is ``prefix rate snap limit audit``;
+    ``value`` holds prefix's string or snap's number, ``rate`` the rate of ``rate`` and
+    ``limit``, ``burst`` and ``per`` (a name ``src``/``dst``) belong to ``limit``."""
+
+    kind: str
+    keyword_span: Span
+    span: Span
+    value: Value | None = None
+    rate: RateNode | None = None
+    burst: Value | None = None
+    per: Value | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +114,7 @@ class RuleNode:
     matches: tuple[MatchNode, ...]
     target: Target | None
     span: Span
+    options: tuple[OptionNode, ...] = ()
 
 
 Statement = Define | SetDecl | Default | RuleNode

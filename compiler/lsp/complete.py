@@ -17,20 +17,26 @@ from lsprotocol import types
 
 from pfc.frontend import ir
 from pfc.lsp.analysis import Analysis, declarations
-from pfc.lsp.hover import ACTIONS, KEYWORDS, PROTOCOL_DOCS
+from pfc.lsp.hover import ACTIONS, KEYWORDS, OPTIONS, PROTOCOL_DOCS
 from pfc.lsp.text import LineIndex
 
 _WORD = re.compile(r'#.*|"(?:\\.|[^"\\])*"?|\$[A-Za-z0-9_-]*|[A-Za-z_][A-Za-z0-9_-]*'
                    r'|[0-9A-Fa-f.:]+(?:/[0-9]*)?|==|\S')
 _PARTIAL = re.compile(r"[$A-Za-z0-9_-]*$")
 _VALUE_FIELDS = frozenset(("src", "dst", "sport", "dport", "ttl", "len"))
-STATEMENT_WORDS = ("drop", "pass", "accept", "count", "redirect", "define", "set", "default")
+STATEMENT_WORDS = ("drop", "pass", "accept", "count", "redirect", "log", "define", "set",
+                   "default")
+# options after the matches, per action (``limit``'s own words once it is there)
+ACTION_OPTIONS = {"log": ("prefix", "rate", "snap"), "drop": ("limit", "audit")}
+LIMIT_OPTIONS = ("burst", "per")
+_VALUE_OPTIONS = frozenset(("prefix", "rate", "snap", "burst"))
 
 
 @dataclass(frozen=True)
 class Context:
     """``kind``: statement, default, set-file, protocol-or-match, match, flag, proto-value,
-    icmp-type, name, none. ``partial`` is the word being typed (replaced by the item),
+    icmp-type, name, ct-keyword, ct-state, limit-rate, per, unit, options (matches are
+    over), none. ``partial`` is the word being typed (replaced by the item),
     starting at ``start`` (a character offset); ``used`` the fields (or flags) the rule
     already has."""
 
@@ -41,6 +47,7 @@ class Context:
     action: str | None = None
     used: frozenset[str] = field(default_factory=frozenset)
     versions: frozenset[int] = frozenset((4, 6))
+    options: tuple[str, ...] = ()  # the options still open to this rule
 
 
 def logical_prefix(text: str, offset: int) -> tuple[int, str]:
@@ -92,7 +99,8 @@ def _rule_context(words: list[str], partial: str, at: int) -> Context:
     action = words[0]
     protocol = words[1] if len(words) > 1 and words[1] in ir.PROTOCOLS else None
     used = frozenset(w for w in words if w in ir.FIELDS)
-    base = Context("match", partial, at, protocol, action, used, _versions(words, protocol))
+    base = Context("match", partial, at, protocol, action, used, _versions(words, protocol),
+                   _open_options(words))
     if "to" in words:
         return _with(base, "name" if words[-1] == "to" else "none")
     if len(words) == 1:
@@ -104,6 +112,9 @@ def _rule_context(words: list[str], partial: str, at: int) -> Context:
     flags = _flag_list(words)
     if flags is not None:
         return _with(base, "flag", flags)
+    special = _option_context(words)
+    if special is not None:
+        return _with(base, special[0], special[1])
     if last == "proto":
         return _with(base, "proto-value")
     if last == "icmp-type":
@@ -112,6 +123,8 @@ def _rule_context(words: list[str], partial: str, at: int) -> Context:
         return _with(base, "name")
     if _in_payload(words):
         return _with(base, "none")
+    if any(w in OPTIONS and w != "state" for w in words):
+        return _with(base, "options")
     return base
 
 
@@ -125,7 +138,48 @@ def _in_payload(words: list[str]) -> bool:
 
 def _with(ctx: Context, kind: str, used: frozenset[str] | None = None) -> Context:
     return Context(kind, ctx.partial, ctx.start, ctx.protocol, ctx.action,
-                   ctx.used if used is None else used, ctx.versions)
+                   ctx.used if used is None else used, ctx.versions, ctx.options)
+
+
+def _open_options(words: list[str]) -> tuple[str, ...]:
+    opts = ACTION_OPTIONS.get(words[0], ())
+    if "limit" in words:
+        opts += LIMIT_OPTIONS
+    return tuple(o for o in opts if o not in words)
+
+
+def _option_context(words: list[str]) -> tuple[str, frozenset[str] | None] | None:
+    """Inside ``ct state ...``, after ``limit``/``per``/a rate's ``/``, or before an
+    option's value: (context kind, states used), else None."""
+    last = words[-1]
+    if last == "ct":
+        return "ct-keyword", None
+    states = _state_list(words)
+    if states is not None:
+        return "ct-state", states
+    if last == "limit":
+        return "limit-rate", None
+    if last == "per":
+        return "per", None
+    if last.endswith("/") and len(words) > 1 and words[-2] == "rate":
+        return "unit", None
+    if last in _VALUE_OPTIONS:
+        return "none", None
+    return None
+
+
+def _state_list(words: list[str]) -> frozenset[str] | None:
+    """The states given so far when the cursor is inside a ``ct state`` list."""
+    if "state" not in words:
+        return None
+    tail = words[len(words) - words[::-1].index("state"):]
+    if any(w not in ir.CT_STATES and w not in (",", "{", "}") for w in tail):
+        return None
+    if tail and tail[-1] in ir.CT_STATES + ("}",) and "{" not in tail:
+        return None  # `ct state new` + space: the list is done
+    if "}" in tail:
+        return None
+    return frozenset(w for w in tail if w in ir.CT_STATES)
 
 
 def _open_list_field(words: list[str]) -> str | None:
@@ -210,13 +264,33 @@ def items(ctx: Context, names: dict[str, str]) -> list[Item]:
         return [Item(p, "value", f"IP protocol {n}") for p, n in ir.PROTO_NUMBERS.items()]
     if ctx.kind == "icmp-type":
         return _icmp_items(ctx.protocol)
+    if ctx.kind == "options":
+        return _option_items(ctx)
+    if ctx.kind in _OPTION_ITEMS:
+        return _OPTION_ITEMS[ctx.kind](ctx)
     if ctx.kind == "protocol-or-match":
-        return _protocol_items() + _field_items(ctx)
+        return _protocol_items() + _field_items(ctx) + _option_items(ctx)
     if ctx.kind == "match":
         extra = [Item("to", "keyword", "redirect target", KEYWORDS["to"])] \
             if ctx.action == "redirect" else []
-        return _field_items(ctx) + extra
+        return _field_items(ctx) + _option_items(ctx) + extra
     return []
+
+
+def _option_items(ctx: Context) -> list[Item]:
+    return [Item(o, "keyword", "option", OPTIONS[o][0]) for o in ctx.options]
+
+
+_OPTION_ITEMS = {
+    "ct-keyword": lambda ctx: [Item("state", "keyword", "connection state",
+                                    OPTIONS["state"][0])],
+    "ct-state": lambda ctx: [Item(s, "value", "connection state") for s in ir.CT_STATES
+                             if s not in ctx.used],
+    "limit-rate": lambda ctx: [Item("rate", "keyword", "rate", OPTIONS["rate"][0])],
+    "per": lambda ctx: [Item(f, "value", "bucket key", ir.FIELDS[f].doc)
+                        for f in ("src", "dst")],
+    "unit": lambda ctx: [Item(u, "value", "rate unit") for u in ("second", "minute")],
+}
 
 
 def _protocol_items() -> list[Item]:

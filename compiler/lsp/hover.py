@@ -29,6 +29,27 @@ ACTIONS = {
               "next rule", {"count"}),
     "redirect": ("rewrite the destination address (and port), fix the IP and L4 "
                  "checksums, then pass", {"redirect"}),
+    "log": ("send a log event (rule line, verdict so far, interface, the first `snap` "
+            "bytes), then go on with the next rule; `pfc log` shows them", {"log"}),
+}
+OPTIONS = {
+    "prefix": ('`log ... prefix "TEXT"`: a tag in every event of the rule (1 to 32 '
+               "letters, digits, space and `_ . , : = / + -`)", {"log"}),
+    "rate": ("`rate N/second` (or `/minute`): at most N events (or packets) per unit, "
+             "beyond a burst; a token bucket per rule and IP version, as nft's `limit`",
+             set()),
+    "snap": ("`log ... snap N`: how many bytes of the packet each event carries "
+             "(0 to 256, default 128)", {"log"}),
+    "limit": ("`drop ... limit rate N/UNIT [burst B] [per src|dst]`: the rule matches "
+              "only the packets over the rate; the rest go on to the next rule", {"limit"}),
+    "burst": ("`burst B`: packets allowed beyond one unit's worth (the bucket holds "
+              "N + B; default 5, as nft)", {"limit"}),
+    "per": ("`per src` / `per dst`: one bucket per address (nft meters, iptables "
+            "hashlimit, eBPF LRU maps)", {"limit"}),
+    "audit": ("`drop ... audit`: a would-be drop: the packet passes, counted and logged "
+              "(`pfc load --audit` does it to every drop)", {"audit"}),
+    "state": ("`ct state new,established,related,invalid`: the connection tracker's "
+              "state of the packet", {"ct"}),
 }
 KEYWORDS = {
     "define": "`define NAME = VALUE`: a named value, prefix, range or list, used as `$NAME`",
@@ -48,7 +69,9 @@ PROTOCOL_DOCS = {
     "icmp": ("ICMP: IPv4 protocol 1", set()),
     "icmp6": ("ICMPv6: IPv6 Next Header 58", {"ipv6"}),
 }
-_ACTION_TOKENS = frozenset(("DROP", "PASS", "ACCEPT", "COUNT", "REDIRECT"))
+_ACTION_TOKENS = frozenset(("DROP", "PASS", "ACCEPT", "COUNT", "REDIRECT", "LOG"))
+_OPTION_TOKENS = frozenset(("PREFIX", "RATE", "SNAP", "LIMIT", "BURST", "PER", "AUDIT",
+                            "STATE"))
 _PROTOCOL_TOKENS = frozenset(("ALL", "IP", "IP6", "TCP", "UDP", "ICMP", "ICMP6"))
 _FIELD_TOKENS = frozenset(("FIELD", "FLAGS", "FRAG", "PAYLOAD"))
 
@@ -67,6 +90,10 @@ def hover(analysis: Analysis, offset: int) -> str | None:
         return rule_hover(analysis, node) if node else action_doc(tok.text)
     if tok.type in _FIELD_TOKENS:
         return field_doc(tok.text)
+    if tok.type == "CT":
+        return field_doc("ct")
+    if tok.type in _OPTION_TOKENS:
+        return option_doc(tok.text)
     if tok.type in _PROTOCOL_TOKENS:
         return protocol_doc(tok.text)
     if tok.type == "VARREF" or (tok.type == "NAME" and _declares(tokens, tok)):
@@ -99,7 +126,10 @@ def field_doc(name: str) -> str | None:
     info = ir.FIELDS.get(name)
     if info is None:
         return None
-    if info.protocols is None:
+    if info.layer is ir.Layer.STATE:
+        needs, layer = "an IP rule", ("the connection tracker's state, from the frames "
+                                      "before; states: " + ", ".join(ir.CT_STATES))
+    elif info.protocols is None:
         needs = "IPv4 only" if info.families is ir.Family.IP4 else "an IP rule (IPv4 or IPv6)"
         layer = "read where it lies once the EtherType says IPv4/IPv6"
     else:
@@ -107,7 +137,7 @@ def field_doc(name: str) -> str | None:
         needs = " or ".join(f"`{p}`" for p in protos)
         layer = ("needs an IP header the kernel accepts, a first fragment and no IPv6 "
                  "extension headers")
-    feats = {"payload"} if name == "payload" else set()
+    feats = {"payload": {"payload"}, "ct": {"ct"}}.get(name, set())
     return "\n\n".join([f"**{name}** — {info.doc}", f"Values: {info.values}. "
                         f"Needs: {needs}; {layer}. `!{name}` negates it (the field must "
                         "still be there).", support_line(feats), _ipv6_line(feats)]).strip()
@@ -127,9 +157,14 @@ def protocol_doc(name: str) -> str:
     return f"**{name}** — {doc}{extra}\n\n{support_line(needs)}"
 
 
+def option_doc(name: str) -> str:
+    doc, needs = OPTIONS[name]
+    return f"**{name}** — {doc}\n\n{support_line(needs)}"
+
+
 def action_doc(name: str) -> str:
     doc, needs = ACTIONS[name]
-    terminal = "not terminal" if name == "count" else "terminal"
+    terminal = "not terminal" if name in ("count", "log") else "terminal"
     return f"**{name}** ({terminal}) — {doc}\n\n{support_line(needs)}"
 
 
@@ -144,6 +179,8 @@ def value_doc(name: str) -> str | None:
         lines.append(f"ICMPv6 type **{name}** = {ir.ICMP6_TYPES[name]}")
     if name in ir.PROTO_NUMBERS:
         lines.append(f"IP protocol **{name}** = {ir.PROTO_NUMBERS[name]}")
+    if name in ir.CT_STATES:
+        lines.append(f"connection state **{name}** (`ct state {name}`)")
     return "\n\n".join(lines) or None
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pfc.frontend import ir
 
-_VERBS = {"drop": "drops", "pass": "passes", "count": "counts", "redirect": "redirects"}
+_VERBS = {"drop": "drops", "pass": "passes", "count": "counts", "redirect": "redirects",
+          "log": "logs"}
 _NOUNS = {"tcp": "TCP packets", "udp": "UDP packets", "icmp": "ICMP packets",
           "icmp6": "ICMPv6 packets", "ip": "IPv4 packets", "ip6": "IPv6 packets"}
 _FAMILY_NOUNS = {ir.Family.ANY: "all frames (IP or not)", ir.Family.IP: "IP packets",
@@ -33,7 +34,18 @@ def reading(rule: ir.Rule) -> str:
     if clauses:
         text += " with " + " and ".join(clauses)
     text += "".join(" " + w for w in withs if w.startswith("that "))
+    if rule.limit is not None:
+        text += " " + _limit(rule.limit)
     return text + _tail(rule.action)
+
+
+def _rate(rate: ir.Rate) -> str:
+    return f"{rate.count}/{rate.unit} (bursts up to {rate.capacity})"
+
+
+def _limit(limit: ir.Limit) -> str:
+    per = {"src": " per source address", "dst": " per destination address"}
+    return f"beyond {_rate(limit.rate)}{per.get(limit.per, '')}"
 
 
 def _noun(rule: ir.Rule) -> str:
@@ -46,6 +58,13 @@ def _tail(action: ir.Action) -> str:
         return f", rewriting their destination to {action.address}{port}"
     if isinstance(action, ir.Count):
         return ", then goes on with the next rule"
+    if isinstance(action, ir.Log):
+        what = f' with prefix "{action.prefix}"' if action.prefix else ""
+        rate = f", at most {_rate(action.rate)}" if action.rate else ""
+        return (f"{what} (the first {action.snap} bytes{rate}), then goes on with the "
+                "next rule")
+    if isinstance(action, ir.Drop) and action.audit:
+        return " in audit mode: they pass, counted and logged as would-be drops"
     return ""
 
 
@@ -65,6 +84,9 @@ def _with(m: ir.Match, rule: ir.Rule) -> str:
         return _flags(m)
     if isinstance(m, ir.FragMatch):
         return "that are not IPv4 fragments" if m.negated else "that are IPv4 fragments"
+    if isinstance(m, ir.CtMatch):
+        states = " or ".join(m.states)
+        return f"connection state {'other than ' if m.negated else ''}{states}"
     return _payload(m)
 
 

@@ -32,10 +32,12 @@ from typing import Any, TypeVar
 from pfc.frontend import ir
 from pfc.frontend.ir import Family, Layer, Policy, Rule, Verdict
 from pfc.oracle import packets
+from pfc.oracle.events import LogEvent
+from pfc.oracle.flow import Flow
 from pfc.oracle.packets import TCP, UDP, FrameView, counted_bytes, read_frame
 
-__all__ = ["Counters", "Outcome", "csum_update", "evaluate", "redirect_frame",
-           "rule_matches", "run"]
+__all__ = ["Counters", "Flow", "Outcome", "csum_update", "evaluate", "new_flow",
+           "redirect_frame", "rule_matches", "run"]
 
 Counters = dict[int, tuple[int, int]]  # Rule.index -> (packets, bytes)
 Check = Callable[[FrameView], bool]
@@ -49,16 +51,21 @@ class Outcome:
     counted: tuple[int, ...]  # Rule.index of every count rule that held, in order
     nbytes: int  # what each count rule adds in bytes for this frame (counted_bytes)
     frame: bytes  # the frame leaving the hook: rewritten for redirect, else the input
+    events: tuple[LogEvent, ...] = ()  # log events, in rule order (oracle.events)
+    audited: bool = False  # an audited drop decided: the verdict is pass, would be drop
 
 
 @dataclass(frozen=True)
 class _Plan:
-    """One rule, compiled: ``holds(view)`` and what to do when it does."""
+    """One rule, compiled: ``holds(view)`` and what to do when it does. ``ct`` and
+    ``limit`` need the flow state (``holds_now``), tried after every other match."""
 
     rule: Rule
     versions: frozenset[int] | None  # None: every frame (Family.ANY)
     proto: int | None
     checks: tuple[Check, ...]
+    ct: ir.CtMatch | None = None
+    limit: ir.Limit | None = None
 
     def holds(self, view: FrameView) -> bool:
         if self.versions is not None and view.version not in self.versions:
@@ -70,16 +77,32 @@ class _Plan:
                 return False
         return True
 
+    def holds_now(self, view: FrameView, flow: Flow) -> bool:
+        """The stateful part: the connection state, then the limit (a token is taken
+        only when everything else held). A limited rule holds over the rate."""
+        if self.ct is not None:
+            state = flow.ct_state(view)
+            if state is None or (state in self.ct.states) == self.ct.negated:
+                return False
+        limit = self.limit
+        if limit is None:
+            return True
+        if limit.per and packets.ip_field_bytes(view, limit.per) is None:
+            return False  # no address to key the bucket by: the rule cannot hold
+        return not flow.within(self.rule, limit.rate, view, limit.per)
+
 
 _VERSIONS = {Family.ANY: None, Family.IP: frozenset((4, 6)), Family.IP4: frozenset((4,)),
              Family.IP6: frozenset((6,))}
 
 
 def _plan(rule: Rule) -> _Plan:
-    checks = [_compile_match(m, rule.proto) for m in rule.matches]
+    checks = [_compile_match(m, rule.proto) for m in rule.matches
+              if not isinstance(m, ir.CtMatch)]
     if isinstance(rule.action, ir.Redirect):
         checks.append(_has_destination(rule.action.address.version))
-    return _Plan(rule, _VERSIONS[rule.family], rule.proto, tuple(checks))
+    ct = next((m for m in rule.matches if isinstance(m, ir.CtMatch)), None)
+    return _Plan(rule, _VERSIONS[rule.family], rule.proto, tuple(checks), ct, rule.limit)
 
 
 def _has_destination(version: int) -> Check:
@@ -112,42 +135,106 @@ def _plans(policy: Policy) -> tuple[_Plan, ...]:
 
 
 def rule_matches(rule: Rule, view: FrameView) -> bool:
-    """Whether ``rule`` holds on the frame ``view`` (module doc, steps 1-4)."""
+    """Whether ``rule``'s stateless part holds on the frame ``view`` (module doc,
+    steps 1-4)."""
     return _cached(rule, lambda: _plan(rule)).holds(view)
 
 
-def _evaluate(plans: tuple[_Plan, ...], default: Verdict, frame: bytes,
-              skip_tag: bool = True) -> Outcome:
+def _evaluate(plans: tuple[_Plan, ...], policy: Policy, frame: bytes,
+              skip_tag: bool = True, flow: Flow | None = None) -> Outcome:
     view = read_frame(frame, skip_tag)
     counted: list[int] = []
+    events: list[LogEvent] = []
+    out = None
     for plan in plans:
         if not plan.holds(view):
             continue
+        if (plan.ct is not None or plan.limit is not None) and not plan.holds_now(view, flow):
+            continue
         action = plan.rule.action
+        if isinstance(action, ir.Log):
+            if action.rate is None or flow.within(plan.rule, action.rate, view):
+                events.append(_event(plan.rule.line, policy.default, False, action, view))
+            continue
         if not action.terminal:
             counted.append(plan.rule.index)
             continue
-        verdict = Verdict.DROP if isinstance(action, ir.Drop) else Verdict.PASS
-        out = redirect_frame(view, plan.rule) if isinstance(action, ir.Redirect) else view.data
-        return Outcome(verdict, plan.rule.index, tuple(counted), counted_bytes(view), out)
-    return Outcome(default, None, tuple(counted), counted_bytes(view), view.data)
+        out = _decide(plan.rule, view, counted, events)
+        break
+    if out is None:
+        out = _default(policy, view, counted, events)
+    if flow is not None and flow.tracking:
+        flow.finish(view, out.verdict is Verdict.PASS)
+    return out
 
 
-def evaluate(policy: Policy, frame: bytes, *, skip_tag: bool = True) -> Outcome:
+def _decide(rule: Rule, view: FrameView, counted: list[int],
+            events: list[LogEvent]) -> Outcome:
+    action = rule.action
+    if isinstance(action, ir.Drop) and action.audit:
+        events.append(_event(rule.line, Verdict.DROP, True, None, view))
+        return Outcome(Verdict.PASS, rule.index, tuple(counted), counted_bytes(view),
+                       view.data, tuple(events), audited=True)
+    verdict = Verdict.DROP if isinstance(action, ir.Drop) else Verdict.PASS
+    out = redirect_frame(view, rule) if isinstance(action, ir.Redirect) else view.data
+    return Outcome(verdict, rule.index, tuple(counted), counted_bytes(view), out,
+                   tuple(events))
+
+
+def _default(policy: Policy, view: FrameView, counted: list[int],
+             events: list[LogEvent]) -> Outcome:
+    if policy.default is Verdict.DROP and policy.default_audit:
+        events.append(_event(0, Verdict.DROP, True, None, view))
+        return Outcome(Verdict.PASS, None, tuple(counted), counted_bytes(view), view.data,
+                       tuple(events), audited=True)
+    return Outcome(policy.default, None, tuple(counted), counted_bytes(view), view.data,
+                   tuple(events))
+
+
+def _event(line: int, verdict: Verdict, audit: bool, log: ir.Log | None,
+           view: FrameView) -> LogEvent:
+    snap = log.snap if log is not None else ir.LOG_SNAP_DEFAULT
+    return LogEvent(line, verdict.value, audit, log.prefix if log is not None else "",
+                    view.data[:snap])
+
+
+def new_flow(policy: Policy) -> Flow | None:
+    """A fresh flow state for judging a sequence, or None for a policy that needs none
+    (no ``ct state``, no ``limit``, no ``log ... rate``)."""
+    if not policy.stateful:
+        return None
+    return Flow(tracking=any(p.ct is not None for p in _plans(policy)))
+
+
+def evaluate(policy: Policy, frame: bytes, *, skip_tag: bool = True,
+             flow: Flow | None = None, now: int | None = None) -> Outcome:
     """Judge one frame (any bytes; never raises). ``skip_tag=False``: the frame is as a
-    hook sees it after the kernel removed the outer VLAN tag (``packets.read_frame``)."""
-    return _evaluate(_plans(policy), policy.default, frame, skip_tag)
+    hook sees it after the kernel removed the outer VLAN tag (``packets.read_frame``).
+
+    A stateful policy (``Policy.stateful``) is judged within ``flow`` at time ``now``
+    (nanoseconds); without a flow, as the first frame of a sequence."""
+    if flow is None:
+        flow = new_flow(policy)
+    if flow is not None:
+        flow.start(flow.now if now is None else now)
+    return _evaluate(_plans(policy), policy, frame, skip_tag, flow)
 
 
-def run(policy: Policy, frames: Iterable[bytes], *,
-        skip_tag: bool = True) -> tuple[list[Outcome], Counters]:
+def run(policy: Policy, frames: Iterable[bytes], *, skip_tag: bool = True,
+        times: Iterable[int] | None = None) -> tuple[list[Outcome], Counters]:
     """Judge every frame in order; the counters hold one entry for every count rule of
-    the policy, zeros included: (packets, bytes) summed over the frames it held on."""
+    the policy, zeros included: (packets, bytes) summed over the frames it held on.
+    ``times`` (nanoseconds, one per frame; all 0 when not given) drive the rate limits;
+    the frames before drive the connection states (``oracle.flow``)."""
     plans = _plans(policy)
     counters: Counters = {r.index: (0, 0) for r in policy.count_rules}
     outcomes = []
+    flow = new_flow(policy)
+    clock = iter(times) if times is not None else None
     for frame in frames:
-        out = _evaluate(plans, policy.default, frame, skip_tag)
+        if flow is not None:
+            flow.start(next(clock) if clock is not None else 0)
+        out = _evaluate(plans, policy, frame, skip_tag, flow)
         for index in out.counted:
             packets, nbytes = counters[index]
             counters[index] = (packets + 1, nbytes + out.nbytes)

@@ -28,7 +28,7 @@ packet block naming an interface no Interface Description Block defined.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -42,6 +42,7 @@ LINKTYPES = {ETHERNET: "ETHERNET", LINUX_SLL: "LINUX_SLL", LINUX_SLL2: "LINUX_SL
              RAW: "RAW", IPV4: "IPV4", IPV6: "IPV6"}
 _PCAP_MAGIC = {b"\xd4\xc3\xb2\xa1": "<", b"\xa1\xb2\xc3\xd4": ">",
                b"\x4d\x3c\xb2\xa1": "<", b"\xa1\xb2\x3c\x4d": ">"}
+_NANO_MAGIC = (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
 _SHB, _IDB, _OPB, _SPB, _EPB = 0x0A0D0D0A, 1, 2, 3, 6
 _OUTGOING = 4  # SLL packet type PACKET_OUTGOING
 _ZERO_MAC = bytes(6)
@@ -62,6 +63,7 @@ class Capture:
     frames: list[bytes] = field(default_factory=list)
     linktypes: set[int] = field(default_factory=set)
     outgoing: set[int] = field(default_factory=set)
+    times: list[int] = field(default_factory=list)  # each frame's timestamp, in ns
 
     @property
     def rebuilt(self) -> bool:
@@ -71,28 +73,33 @@ class Capture:
 
 # ----------------------------------------------------------------------------- writing
 
-def write_pcap(target: str | Path | BinaryIO, frames: Iterable[bytes]) -> None:
+def write_pcap(target: str | Path | BinaryIO, frames: Iterable[bytes],
+               times: Sequence[int] | None = None) -> None:
     """Write ``frames`` (raw Ethernet frames of 0..65535 bytes) to a path or a binary
-    stream. PcapError for a frame above the snapshot length or an OSError."""
+    stream, stamped ``times`` (nanoseconds, written to the microsecond; frame ``i`` at
+    ``i`` µs when not given). PcapError for a frame above the snapshot length or an
+    OSError."""
     name = target if isinstance(target, str | Path) else getattr(target, "name", "output")
     try:
         if isinstance(target, str | Path):
             with open(target, "wb") as stream:
-                _write(stream, frames, name)
+                _write(stream, frames, name, times)
         else:
-            _write(target, frames, name)
+            _write(target, frames, name, times)
             target.flush()
     except OSError as err:
         raise PcapError(f"{name}: cannot write pcap: {err.strerror or err}") from err
 
 
-def _write(stream: BinaryIO, frames: Iterable[bytes], name: object) -> None:
+def _write(stream: BinaryIO, frames: Iterable[bytes], name: object,
+           times: Sequence[int] | None) -> None:
     stream.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, ETHERNET))
     for i, frame in enumerate(frames):
         if len(frame) > SNAPLEN:
             raise PcapError(f"{name}: frame {i} is {len(frame)} bytes, more than the "
                             f"snapshot length {SNAPLEN}")
-        stream.write(struct.pack("<IIII", i // 1_000_000, i % 1_000_000, len(frame),
+        usec = i if times is None else times[i] // 1000
+        stream.write(struct.pack("<IIII", usec // 1_000_000, usec % 1_000_000, len(frame),
                                  len(frame)))
         stream.write(bytes(frame))
 
@@ -144,6 +151,7 @@ class _Reader:
         head = self.stream.read(4)
         self.offset = len(head)
         if len(head) == 4 and head in _PCAP_MAGIC:
+            self._nanosecond = head in _NANO_MAGIC
             self._classic(_PCAP_MAGIC[head])
         elif len(head) == 4 and struct.unpack("<I", head)[0] == _SHB:
             self._pcapng()
@@ -152,12 +160,13 @@ class _Reader:
                             f"{head.hex() or 'none: the file is empty'})")
         return self.result
 
-    def add(self, linktype: int, data: bytes) -> None:
+    def add(self, linktype: int, data: bytes, ns: int = 0) -> None:
         frame, outgoing = to_ethernet(linktype, data, self.name)
         if outgoing:
             self.result.outgoing.add(len(self.result.frames))
         self.result.frames.append(frame)
         self.result.linktypes.add(linktype)
+        self.result.times.append(ns)
 
     # classic pcap ------------------------------------------------------------------
 
@@ -166,12 +175,13 @@ class _Reader:
                                                      self.read(20, "file header"))
         linktype = network & 0xFFFF
         check_linktype(linktype, self.name)
+        scale = 1 if self._nanosecond else 1000
         while header := self._record_header():
-            _, _, incl, orig = struct.unpack(order + "IIII", header)
+            sec, frac, incl, orig = struct.unpack(order + "IIII", header)
             if incl > MAX_BLOCK:
                 raise self.fail(f"record at byte {self.offset - 16} claims {incl} bytes "
                                 f"(more than {MAX_BLOCK >> 20} MiB): a damaged file")
-            self.add(linktype, self.read(incl, "record"))
+            self.add(linktype, self.read(incl, "record"), sec * 1_000_000_000 + frac * scale)
 
     def _record_header(self) -> bytes | None:
         first = self.stream.read(16)
@@ -230,20 +240,26 @@ class _Reader:
             raise self.fail(f"{what} at byte {start}: its two length fields differ")
         return rest[:-4]
 
-    def _block(self, order: str, kind: int, body: bytes, interfaces: list[int]) -> None:
+    def _block(self, order: str, kind: int, body: bytes,
+               interfaces: list[tuple[int, int]]) -> None:
         if kind == _IDB:
             if len(body) < 8:
                 raise self.fail("interface description block shorter than 8 bytes")
             linktype = struct.unpack(order + "H", body[:2])[0]
             check_linktype(linktype, self.name)
-            interfaces.append(linktype)
+            interfaces.append((linktype, _tsresol(order, body[8:])))
         elif kind in (_EPB, _OPB, _SPB):
             iface, data = self._packet(order, kind, body)
             if iface >= len(interfaces):
                 raise self.fail(f"a packet block names interface {iface}, but this "
                                 f"section describes {len(interfaces)} (an Interface "
                                 "Description Block is missing)")
-            self.add(interfaces[iface], data)
+            linktype, per_second = interfaces[iface]
+            ticks = 0
+            if kind == _EPB:
+                high, low = struct.unpack(order + "II", body[4:12])
+                ticks = (high << 32) | low
+            self.add(linktype, data, ticks * 1_000_000_000 // per_second)
 
     def _packet(self, order: str, kind: int, body: bytes) -> tuple[int, bytes]:
         if kind == _SPB:
@@ -262,6 +278,21 @@ class _Reader:
             raise self.fail(f"packet block claims {caplen} captured bytes, but holds "
                             f"{len(body) - fixed}")
         return iface, body[fixed:fixed + caplen]
+
+
+def _tsresol(order: str, options: bytes) -> int:
+    """Ticks per second of an interface (its ``if_tsresol`` option, code 9: 10^-n, or
+    2^-n with the top bit set); 10^6 without one."""
+    at = 0
+    while at + 4 <= len(options):
+        code, length = struct.unpack(order + "HH", options[at:at + 4])
+        if code == 0:
+            break
+        if code == 9 and length >= 1:
+            value = options[at + 4]
+            return 2 ** (value & 0x7F) if value & 0x80 else 10 ** min(value, 18)
+        at += 4 + length + (-length % 4)
+    return 1_000_000
 
 
 # ------------------------------------------------------------------------- link types

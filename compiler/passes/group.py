@@ -43,14 +43,15 @@ def group_runs(policy: ir.Policy) -> ir.Policy:
 
 def _key(rule: ir.Rule):
     """What must be equal for two rules to merge; None if the rule cannot merge."""
-    if not rule.terminal:
-        return None
+    if not rule.terminal or rule.limit is not None:
+        return None  # a limit is one bucket per rule: merged rules would share one
     varying = _varying(rule)
     if varying is None:
         return None
     others = tuple(_strip(m) for m in rule.matches if m is not varying)
     family = rule.family if varying.field not in ("src", "dst") else None
-    return (type(rule.action), getattr(rule.action, "address", None),
+    return (type(rule.action), getattr(rule.action, "audit", False),
+            getattr(rule.action, "address", None),
             getattr(rule.action, "port", None), rule.proto, family, varying.field, others)
 
 

@@ -102,6 +102,16 @@ def labels(prefix: str, names: dict[str, str] | None = None) -> list[str]:
     ("set big = ", ["file"], []),
     ("drop tcp dport 80 \\\n    ", ["flags"], ["dport"]),
     ("drop tcp payload[1] == \"X\" ", ["flags"], []),
+    ("", ["log"], []),
+    ("log tcp dport 80 ", ["prefix", "rate", "snap", "ct"], ["limit", "audit"]),
+    ("drop udp ", ["limit", "audit", "ct"], ["prefix", "burst"]),
+    ("drop udp limit ", ["rate"], ["audit"]),
+    ("drop udp limit rate 10/", ["second", "minute"], []),
+    ("drop udp limit rate 10/second ", ["burst", "per", "audit"], ["dport", "limit"]),
+    ("drop udp limit rate 10/second per ", ["src", "dst"], []),
+    ("pass tcp ct ", ["state"], []),
+    ("pass tcp ct state new,", ["established", "related", "invalid"], ["new"]),
+    ("pass tcp ct state new ", ["dport"], ["established"]),
 ])
 def test_completion_by_context(prefix: str, has: list[str], lacks: list[str]) -> None:
     got = labels(prefix)
@@ -127,7 +137,7 @@ def test_names_complete_after_dollar_and_replace_it() -> None:
 
 PROTOCOL_VALUES = {"src": "$both", "dst": "$both", "sport": "1", "dport": "1", "proto": "6",
                    "ttl": "1", "len": "1", "frag": "", "flags": "syn", "icmp-type": "0",
-                   "payload": "[0] == 1"}
+                   "payload": "[0] == 1", "ct": "state new"}
 
 
 @pytest.mark.parametrize("protocol", list(ir.PROTOCOLS))
@@ -177,6 +187,15 @@ def test_reading_of_rules() -> None:
             "to 10.0.0.2 port 8080",
         "drop src { 1.0.0.1, 1.0.0.2, 1.0.0.3, 1.0.0.4, 1.0.0.5, 1.0.0.6 }":
             "drops IPv4 packets from any of the 6 prefixes",
+        'log tcp dport 80 prefix "web" rate 10/second':
+            'logs TCP packets with destination port 80 with prefix "web" (the first 128 '
+            "bytes, at most 10/second (bursts up to 15)), then goes on with the next rule",
+        "drop udp limit rate 100/second burst 10 per src":
+            "drops UDP packets beyond 100/second (bursts up to 110) per source address",
+        "pass tcp ct state established,related":
+            "passes TCP packets with connection state established or related",
+        "drop udp audit": "drops UDP packets in audit mode: they pass, counted and logged "
+                          "as would-be drops",
     }
     for text, expected in cases.items():
         assert reading(compile_text(text).require().rules[0]) == expected

@@ -1,0 +1,269 @@
+"""The oracle's connection tracker: what ``ct state`` reads, from the frames before.
+
+A model of Linux netfilter conntrack (``nf_conntrack_core.c``, ``nf_conntrack_proto_tcp.c``,
+``_udp.c``, ``_icmp.c``, ``_icmpv6.c``) for frames that reach a hook after conntrack
+(nft/iptables input). docs/language.md "Connection state" is the reference; in short:
+
+- A connection is keyed by its original tuple (IP version, protocol, addresses, and the
+  ports for TCP/UDP or the echo identifier for ICMP echo) and found by that tuple or by
+  its reply (swapped) tuple. A packet of its original direction is ``new`` until a reply
+  was seen, then ``established``; a reply-direction packet is ``established``.
+- Only a packet the policy lets through creates a connection (the kernel confirms a new
+  entry only when the packet leaves the hook; a dropped packet's entry is freed). A
+  packet of a known connection advances it whatever its verdict.
+- ``invalid``: a fragment (the kernel reassembles before conntrack: the oracle does
+  not), a transport header the kernel would not read, a bad TCP/UDP/ICMP checksum
+  (conntrack verifies it at PREROUTING), TCP flags ``tcp_valid_flags`` rejects, a TCP
+  packet the state table (``tcp_conntracks``) refuses in its state, an ICMP error
+  for no known connection, an ICMP message that can neither open nor answer one.
+- ``related``: an ICMP/ICMPv6 error (destination unreachable, time exceeded, ...)
+  quoting a packet of a known connection. Helpers (FTP ...) are not modelled.
+- ICMPv6 neighbour discovery and MLD are untracked: no state, so every ``ct state``
+  match is false (its negation true).
+
+Simplifications, stated: no sequence-number window tracking (segments are taken as
+in-window), no timeouts (connections live for the whole sequence), ``nf_conntrack_tcp_loose``
+is 1 (the kernel default: a lone ACK opens a connection mid-stream).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pfc.oracle.packets import ICMP, ICMP6, TCP, UDP, FrameView, ones_sum, read_frame
+
+# TCP conntrack states and the table of nf_conntrack_proto_tcp.c (tcp_conntracks).
+NO, SS, SR, ES, FW, CW, LA, TW, CL, S2 = range(10)
+IV, IG = "iv", "ig"  # invalid, ignored
+_ORIG = {
+    "syn": (SS, SS, IG, IG, IG, IG, IG, SS, SS, S2),
+    "synack": (IV, IV, SR, IV, IV, IV, IV, IV, IV, SR),
+    "fin": (IV, IV, FW, FW, LA, LA, LA, TW, CL, IV),
+    "ack": (ES, IV, ES, ES, CW, CW, TW, TW, CL, IV),
+    "rst": (IV, CL, CL, CL, CL, CL, CL, CL, CL, CL),
+}
+_REPLY = {
+    "syn": (IV, S2, IV, IV, IV, IV, IV, SS, IV, S2),
+    "synack": (IV, SR, IG, IG, IG, IG, IG, IG, IG, SR),
+    "fin": (IV, IV, FW, FW, LA, LA, LA, TW, CL, IV),
+    "ack": (IV, IG, SR, ES, CW, CW, TW, TW, CL, IG),
+    "rst": (IV, CL, CL, CL, CL, CL, CL, CL, CL, CL),
+}
+FIN, SYN, RST, PSH, ACK, URG = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
+# tcp_valid_flags: the combinations of FIN SYN RST ACK URG conntrack accepts
+_VALID_FLAGS = {SYN, SYN | URG, SYN | ACK, RST, RST | ACK, FIN | ACK, FIN | ACK | URG,
+                ACK, ACK | URG}
+# ICMP: request type -> reply type (icmp_new's valid_new / invmap); errors quote a packet
+_ICMP_PAIRS = {ICMP: {8: 0, 13: 14, 15: 16, 17: 18}, ICMP6: {128: 129, 139: 140}}
+_ICMP_ERRORS = {ICMP: {3, 4, 5, 11, 12}, ICMP6: {1, 2, 3, 4}}
+_ICMP6_UNTRACKED = {130, 131, 132, 133, 134, 135, 136, 143}  # MLD, ND (noct_valid_new)
+
+Tuple = tuple  # (version, proto, src, dst, a, b): ports, or (echo id, type) for ICMP
+
+
+@dataclass
+class Connection:
+    original: Tuple
+    tcp: int = NO
+    seen_reply: bool = False
+
+
+@dataclass
+class Reading:
+    """What conntrack made of one packet: its state (None: not IP, or untracked), and
+    how to record it once the verdict is known."""
+
+    state: str | None
+    conn: Connection | None = None
+    reply: bool = False
+    new: Connection | None = None  # a connection this packet opens if it passes
+    tcp_next: int | None = None
+
+
+@dataclass
+class Conntrack:
+    table: dict[Tuple, Connection] = field(default_factory=dict)
+
+    def read(self, view: FrameView) -> Reading:
+        """The packet's state; nothing changes until ``commit``."""
+        if view.version is None:
+            return Reading(None)
+        if view.l4 is None or not _checksum_ok(view):
+            return Reading("invalid")
+        proto = view.l4proto
+        if proto in (ICMP, ICMP6):
+            return self._icmp(view)
+        tup = _tuple(view)
+        if tup is None:
+            return Reading("invalid")
+        conn, reply = self._find(tup)
+        if proto == TCP:
+            return self._tcp(view, tup, conn, reply)
+        if conn is None:
+            return Reading("new", new=Connection(tup))
+        return _known(conn, reply)
+
+    def commit(self, reading: Reading, passed: bool) -> None:
+        """Record the packet: a passed opener adds its connection; a packet of a known
+        connection advances it (sees the reply, moves the TCP state)."""
+        if reading.new is not None:
+            if passed:
+                if reading.tcp_next is not None:
+                    reading.new.tcp = reading.tcp_next
+                self.table[reading.new.original] = reading.new
+            return
+        conn = reading.conn
+        if conn is None or reading.state == "invalid":
+            return
+        if reading.reply:
+            conn.seen_reply = True
+        if reading.tcp_next is not None:
+            conn.tcp = reading.tcp_next
+
+    def _find(self, tup: Tuple) -> tuple[Connection | None, bool]:
+        conn = self.table.get(tup)
+        if conn is not None:
+            return conn, False
+        conn = self.table.get(_swapped(tup))
+        return conn, conn is not None
+
+    def _tcp(self, view: FrameView, tup: Tuple, conn: Connection | None,
+             reply: bool) -> Reading:
+        flags = _byte(view, view.l4 + 13)
+        if flags is None or flags & (FIN | SYN | RST | ACK | URG) not in _VALID_FLAGS:
+            return Reading("invalid")
+        kind = _tcp_index(flags)
+        if conn is not None and not reply and kind == "syn" and conn.tcp in (TW, CL):
+            del self.table[conn.original]  # a SYN reopens a closed connection as new
+            conn = None
+        if conn is None:
+            nxt = _ORIG[kind][NO]
+            if nxt == IV:
+                return Reading("invalid")
+            return Reading("new", new=Connection(tup), tcp_next=nxt)
+        nxt = (_REPLY if reply else _ORIG)[kind][conn.tcp]
+        if nxt == IV:
+            return Reading("invalid", conn)
+        reading = _known(conn, reply)
+        reading.tcp_next = None if nxt == IG else nxt
+        return reading
+
+    def _icmp(self, view: FrameView) -> Reading:
+        proto = view.l4proto
+        kind = _byte(view, view.l4)
+        if view.l4 + 8 > len(view.data):
+            return Reading("invalid")
+        if kind in _ICMP_ERRORS[proto]:
+            inner = _quoted_tuple(view)
+            conn = self._find(inner)[0] if inner is not None else None
+            return Reading("related" if conn is not None else "invalid")
+        if proto == ICMP6 and kind in _ICMP6_UNTRACKED:
+            return Reading(None)
+        tup = _tuple(view)
+        conn, reply = self._find(tup)
+        if conn is not None:
+            return _known(conn, reply)
+        if kind in _ICMP_PAIRS[proto]:
+            return Reading("new", new=Connection(tup))
+        return Reading("invalid")
+
+
+def _known(conn: Connection, reply: bool) -> Reading:
+    state = "established" if reply or conn.seen_reply else "new"
+    return Reading(state, conn, reply)
+
+
+def _tcp_index(flags: int) -> str:
+    if flags & RST:
+        return "rst"
+    if flags & SYN:
+        return "synack" if flags & ACK else "syn"
+    if flags & FIN:
+        return "fin"
+    return "ack"  # _VALID_FLAGS leaves no flagless segment
+
+
+def _byte(view: FrameView, at: int) -> int | None:
+    return view.data[at] if at < len(view.data) else None
+
+
+def _addresses(view: FrameView) -> tuple[bytes, bytes]:
+    l3, data = view.l3, view.data
+    if view.version == 4:
+        return data[l3 + 12:l3 + 16], data[l3 + 16:l3 + 20]
+    return data[l3 + 8:l3 + 24], data[l3 + 24:l3 + 40]
+
+
+def _tuple(view: FrameView) -> Tuple | None:
+    """The packet's tuple: ports for TCP/UDP, (echo id, request type) for ICMP, nothing
+    more for another protocol. None if the ports are not in the frame."""
+    src, dst = _addresses(view)
+    proto, at, data = view.l4proto, view.l4, view.data
+    if proto in (TCP, UDP):
+        if at + 4 > len(data):
+            return None
+        return (view.version, proto, src, dst, data[at:at + 2], data[at + 2:at + 4])
+    if proto in (ICMP, ICMP6):
+        kind = data[at]
+        pairs = _ICMP_PAIRS[proto]
+        request = next((q for q, r in pairs.items() if r == kind), kind)
+        return (view.version, proto, src, dst, data[at + 4:at + 6], request)
+    return (view.version, proto, src, dst, b"", b"")
+
+
+def _swapped(tup: Tuple) -> Tuple:
+    version, proto, src, dst, a, b = tup
+    if proto in (ICMP, ICMP6):
+        return (version, proto, dst, src, a, b)
+    return (version, proto, dst, src, b, a)
+
+
+def _quoted_tuple(view: FrameView) -> Tuple | None:
+    """The tuple of the packet an ICMP error quotes (after its 8-byte header), as that
+    packet was sent: a connection's tuple in one direction or the other."""
+    inner = read_frame(bytes(12) + _ETHERTYPE[view.version] + view.data[view.l4 + 8:],
+                       skip_tag=False)
+    if inner.version != view.version or inner.l3 is None:
+        return None
+    l4 = _inner_l4(inner)
+    if l4 is None:
+        return None
+    return _tuple(FrameView(inner.data, inner.l3, inner.ethertype, inner.version, l4,
+                            inner.l4proto))
+
+
+_ETHERTYPE = {4: b"\x08\x00", 6: b"\x86\xdd"}
+
+
+def _inner_l4(inner: FrameView) -> int | None:
+    """A quoted header is cut short: only its first 8 transport bytes are there."""
+    data, l3 = inner.data, inner.l3
+    if inner.version == 4:
+        if len(data) < l3 + 20:
+            return None
+        at = l3 + (data[l3] & 0x0F) * 4
+    else:
+        at = l3 + 40
+    return at if at + 8 <= len(data) else None
+
+
+def _checksum_ok(view: FrameView) -> bool:
+    """The transport checksum verifies (conntrack checks it at PREROUTING), over the
+    bytes the IP length gives; an IPv4 UDP checksum of 0 means none."""
+    proto = view.l4proto
+    if proto not in (TCP, UDP, ICMP, ICMP6):
+        return True
+    data, l3, l4 = view.data, view.l3, view.l4
+    end = l3 + (((data[l3 + 2] << 8) | data[l3 + 3]) if view.version == 4
+                else 40 + ((data[l3 + 4] << 8) | data[l3 + 5]))
+    segment = data[l4:end]
+    minimum = {TCP: 20, UDP: 8, ICMP: 8, ICMP6: 8}[proto]
+    if len(segment) < minimum:
+        return False
+    if proto == UDP and view.version == 4 and segment[6:8] == b"\0\0":
+        return True
+    if proto == ICMP:
+        return ones_sum(segment) == 0xFFFF
+    src, dst = _addresses(view)
+    pseudo = src + dst + len(segment).to_bytes(4, "big") + bytes((0, 0, 0, proto))
+    return ones_sum(pseudo + segment) == 0xFFFF
