@@ -15,10 +15,30 @@ def describe(rule: ir.Rule) -> str:
     if rule.proto_name != "all":
         words.append(rule.proto_name)
     words += [match_text(m) for m in rule.matches]
+    words += options_text(rule)
     if isinstance(rule.action, ir.Redirect):
         port = f":{rule.action.port}" if rule.action.port is not None else ""
         words.append(f"to {rule.action.address}{port}")
     return " ".join(words)
+
+
+def _rate(rate: ir.Rate) -> str:
+    return f"rate {rate.count}/{rate.unit}"
+
+
+def options_text(rule: ir.Rule) -> list[str]:
+    """``log``'s options, a limit, ``audit``: as the policy writes them."""
+    action, out = rule.action, []
+    if isinstance(action, ir.Log):
+        out += [f'prefix "{action.prefix}"'] if action.prefix else []
+        out += [_rate(action.rate)] if action.rate else []
+        out.append(f"snap {action.snap}")
+    if rule.limit is not None:
+        out.append(f"limit {_rate(rule.limit.rate)} burst {rule.limit.rate.burst}")
+        out += [f"per {rule.limit.per}"] if rule.limit.per else []
+    if isinstance(action, ir.Drop) and action.audit:
+        out.append("audit")
+    return out
 
 
 def match_text(m: ir.Match) -> str:
@@ -36,6 +56,8 @@ def match_text(m: ir.Match) -> str:
         return f"{neg}flags {','.join(names)}"
     if isinstance(m, ir.FragMatch):
         return f"{neg}frag"
+    if isinstance(m, ir.CtMatch):
+        return f"{neg}ct state {','.join(m.states)}"
     where = f"{m.offset}" if len(m.data) == 1 else f"{m.offset}:{len(m.data)}"
     return f"{neg}payload[{where}] == 0x{m.data.hex()}"
 

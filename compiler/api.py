@@ -233,7 +233,9 @@ def dry_run(policy: PolicyInput, target: str, dev: str, *, netns: str | None = N
                for i in sorted(alignment.changed_old)]
     added = [(new.rules[j].line, compiled.rule_text(new.rules[j]))
              for j in sorted(alignment.changed_new)]
-    return DryRun(seen, "compared", removed, added, diff(old.policy, new, limit=limit),
+    stateless = not (ir.flow_features(old.policy) or ir.flow_features(new))
+    return DryRun(seen, "compared", removed, added,
+                  diff(old.policy, new, limit=limit) if stateless else None,
                   _set_file_changes(old, compiled))
 
 

@@ -43,6 +43,7 @@ from pfc.backends.base import (
 )
 from pfc.backends.describe import describe
 from pfc.backends.iptables import lower as low
+from pfc.backends.iptables import stateful as st
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import CompileError, Diagnostic
 
@@ -76,28 +77,33 @@ def chain_name(table: str) -> str:
 
 
 def target(rule: ir.Rule, chain: str, notrack: bool) -> str | None:
+    if isinstance(rule.action, ir.Drop) and rule.action.audit:
+        return f"-g {chain}-notrack" if notrack else "-j RETURN"  # a would-be drop passes
     if isinstance(rule.action, ir.Drop):
         return "-j DROP"
     if isinstance(rule.action, ir.Pass):
         return f"-g {chain}-notrack" if notrack else "-j RETURN"
-    if isinstance(rule.action, ir.Count):
+    if isinstance(rule.action, (ir.Count, ir.Log)):
         return None
     raise ValueError(f"iptables cannot express `{rule.action.name}`")  # capability check
 
 
 def entries(policy: ir.Policy, family: int, lowering: low.Lowering, chain: str,
-            notrack: bool) -> tuple[list[Entry], list[int | None]]:
-    """The rules of one family, and for each ``-A CHAIN`` line the rule it belongs to."""
+            notrack: bool) -> tuple[list[Entry], list[int | str | None]]:
+    """The rules of one family, and for each ``-A CHAIN`` line the rule it belongs to
+    (``stateful.LOG_OWNER`` for an audited drop's NFLOG line)."""
     out, owners = [], []
     for rule in policy.rules:
         if family not in rule.family.versions:
             continue
         alts = lowering.rule(rule, family)
-        tail = target(rule, chain, notrack)
-        lines = tuple(" ".join(a.argv() + ([tail] if tail else [])) for a in alts)
+        pairs = st.rule_lines(rule, family, [a.argv() for a in alts],
+                              target(rule, chain, notrack), lowering.set_prefix,
+                              policy.default)
+        lines = tuple(line for line, _ in pairs)
         note = "" if alts else f" (never matches {FAMILIES[family][1]}: left out)"
         out.append(Entry(rule.index, rule.line, printable(describe(rule)), note, lines))
-        owners += [rule.index] * len(lines)
+        owners += [owner for _, owner in pairs]
     return out, owners
 
 
@@ -105,9 +111,16 @@ def default_line(policy: ir.Policy, chain: str, notrack: bool) -> str:
     """The chain's last rule: the default verdict, and its counter (the packets no rule
     decided). ``default pass`` without ``--notrack`` is a rule with no target: it
     counts, then the packet leaves the chain (RETURN)."""
-    if policy.default is ir.Verdict.DROP:
+    if policy.default is ir.Verdict.DROP and not policy.default_audit:
         return "-j DROP"
     return f"-g {chain}-notrack" if notrack else ""
+
+
+def default_logs(policy: ir.Policy) -> list[str]:
+    """The lines before the default's: an audited default drop's NFLOG."""
+    if policy.default is ir.Verdict.DROP and policy.default_audit:
+        return [st.audit_log(0)]
+    return []
 
 
 @dataclass(frozen=True)
@@ -147,8 +160,10 @@ def family_files(policy: ir.Policy, s: Setup, lowering: low.Lowering) -> dict[in
     for family, (tool, name, _) in FAMILIES.items():
         found, owners = entries(policy, family, lowering, s.chain, s.notrack)
         default = default_line(policy, s.chain, s.notrack)
+        logs = default_logs(policy)
         out[family] = {"tool": tool, "name": name, "entries": found, "default": default,
-                       "owners": owners + [None],
+                       "default_logs": logs,
+                       "owners": owners + [st.LOG_OWNER] * len(logs) + [None],
                        "main": artifact_name(policy, tool, "restore"),
                        "init": artifact_name(policy, tool, "init")}
     return out
@@ -156,6 +171,9 @@ def family_files(policy: ir.Policy, s: Setup, lowering: low.Lowering) -> dict[in
 
 def emit(policy: ir.Policy, options: Options) -> Artifact:
     s = setup(options)
+    diags = st.hook_errors(policy, s.hook) + st.limits(policy)
+    if diags:
+        raise CompileError(diags)
     lowering = low.Lowering(options.table.lower())
     fams = family_files(policy, s, lowering)
     ipset = artifact_name(policy, "iptables", "ipset") if lowering.sets else None
@@ -239,7 +257,7 @@ def limits(policy: ir.Policy) -> list[Diagnostic]:
     ``lower.MAX_ALTERNATIVES`` iptables rules for one policy rule, a field that would
     need two ``-s``/``-d``), on the lowered policy, each rule once."""
     lowering = low.Lowering("pfc")
-    out: list[Diagnostic] = []
+    out: list[Diagnostic] = st.limits(policy)
     for rule in policy.rules:
         for family in FAMILIES:
             try:
@@ -268,6 +286,6 @@ BACKENDS = (Backend(
     name="iptables",
     description="iptables-restore + ip6tables-restore files (raw PREROUTING or filter "
                 "INPUT), ipset for lists",
-    supports=frozenset({"count", "payload", "ipv6", "non-ip"}),
+    supports=frozenset({"count", "payload", "ipv6", "non-ip", "log", "limit", "audit", "ct"}),
     formats=("restore",), hooks=tuple(HOOKS), emit=emit, passes=_passes(), run=run,
     view=view, limits=limits),)

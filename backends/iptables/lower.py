@@ -168,6 +168,9 @@ def match(rule: ir.Rule, m: ir.Match, family: int) -> Alts:
         return tests("4&0x3FFF", ((0, 0),) if m.negated else ((1, 0x3FFF),), hexa=True)
     if isinstance(m, ir.PayloadMatch):
         return payload(rule, m, family)
+    if isinstance(m, ir.CtMatch):
+        from pfc.backends.iptables.stateful import ct_args
+        return [Conj(ct_args(m))]
     return transport(rule, m, family)
 
 

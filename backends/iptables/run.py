@@ -168,6 +168,8 @@ class Session:
                 raise RuntimeError(f"{name}: {len(found)} rules in {meta['chain']}, "
                                    f"expected {len(owners)}")
             for owner, m in zip(owners, found, strict=True):
+                if owner == "log":
+                    continue  # an audited drop's NFLOG line: its rule's pass line counts
                 key = DEFAULT_COUNTER if owner is None else owner
                 p, b = totals[key]
                 totals[key] = (p + int(m.group(1)), b + int(m.group(2)))

@@ -39,6 +39,7 @@ from pfc.backends.describe import describe
 from pfc.backends.nft import expr as x
 from pfc.backends.nft import lower as low
 from pfc.backends.nft import redirect as redir
+from pfc.backends.nft import stateful as stf
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import CompileError, Diagnostic, error
 
@@ -95,16 +96,24 @@ def entries(policy: ir.Policy, lowering: low.Lowering) -> list[Entry]:
     out = []
     for rule in policy.rules:
         try:
-            rules, note = tuple(nft_rules(rule, lowering)), ""
+            rules, note = tuple(nft_rules(rule, lowering, policy.default)), ""
         except low.Impossible:
             rules, note = (), " (never matches this family: left out)"
         out.append(Entry(rule.index, rule.line, printable(describe(rule)), note, rules))
     return out
 
 
-def nft_rules(rule: ir.Rule, lowering: low.Lowering) -> list[low.NftRule]:
+def nft_rules(rule: ir.Rule, lowering: low.Lowering,
+              default: ir.Verdict = ir.Verdict.PASS) -> list[low.NftRule]:
     base = lowering.matches(rule)
     action, tag = rule.action, f"pfc rule {rule.index}"
+    if isinstance(action, ir.Log):
+        return [low.NftRule(rule.index, (*base, *stf.log_terms(rule, default)))]
+    if rule.limit is not None:
+        version = None if rule.family is ir.Family.ANY else low.version_of(rule)
+        base = [*base, *stf.limit_terms(rule, version)]
+    if isinstance(action, ir.Drop) and action.audit:
+        return [low.NftRule(rule.index, (*base, *stf.audit_terms(rule.line)), tag)]
     if isinstance(action, ir.Count):
         return [low.NftRule(rule.index, (*base, x.counter(counter_name(rule.index))))]
     if isinstance(action, ir.Redirect):
@@ -139,6 +148,8 @@ def counter_name(index: int) -> str:
 
 
 def default_rule(policy: ir.Policy) -> low.NftRule:
+    if policy.default is ir.Verdict.DROP and policy.default_audit:
+        return low.NftRule(None, tuple(stf.audit_terms(0)), "pfc default")
     name = "drop" if policy.default is ir.Verdict.DROP else "accept"
     return low.NftRule(None, (x.counter(), x.verdict(name)), "pfc default")
 
@@ -181,7 +192,7 @@ class Lowered:
 
 def lower(policy: ir.Policy, options: Options) -> Lowered:
     s = setup(policy, options)
-    diags = refused(policy)
+    diags = refused(policy) + stf.hook_errors(policy, s.hook)
     if diags:
         raise CompileError(diags)
     lowering = low.Lowering(s.family)
@@ -323,6 +334,7 @@ BACKENDS = (Backend(
     name="nft",
     description="nftables ruleset in its own table (netdev ingress with --dev, else inet "
                 "prerouting; or inet input), text or libnftables JSON",
-    supports=frozenset({"count", "redirect", "payload", "ipv6", "non-ip"}),
+    supports=frozenset({"count", "redirect", "payload", "ipv6", "non-ip", "log", "limit",
+                        "audit", "ct"}),
     formats=("nft", "json"), hooks=tuple(HOOKS), emit=emit, passes=_passes(), run=run,
     view=view, pick_hook=pick_hook, limits=refused),)

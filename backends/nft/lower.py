@@ -131,6 +131,9 @@ class Lowering:
             return [x.match(flags, x.hexvalue(m.set), m.negated)]
         if isinstance(m, ir.PayloadMatch):
             return payload(rule, m)
+        if isinstance(m, ir.CtMatch):
+            from pfc.backends.nft.stateful import ct_state
+            return [ct_state(m)]
         return [self.integer(rule, m, version)]
 
     def address(self, rule: ir.Rule, m: ir.AddrMatch, version: int) -> list[Term]:

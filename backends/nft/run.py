@@ -17,8 +17,9 @@ Observer (table ``pfc_observer`` of the hook's family, loaded after the artifact
   frames being sent from one CPU (``iplab.pinned``): a ``pass`` belongs to the ``in``
   before it, so no byte matching is needed, and each ``in`` is checked against the
   frame injected (a frame the hook did not see is an error: ``view`` was wrong);
-- an inet table drops every locally generated packet (output hook), so replies to
-  delivered packets never come back into the hooks.
+- an inet table drops every locally generated packet (output hook, priority -400:
+  before conntrack), so replies to delivered packets never come back into the hooks
+  and never move a connection's state (``ct state`` tests inject both directions).
 
 NFLOG carries the packet from ``skb->data``: the network header at every hook,
 netdev ingress included (``eth_type_trans`` pulled the Ethernet header). The frame
@@ -90,7 +91,7 @@ def observer(hook: str, dev: str) -> str:
             f"policy accept;\n"
             f'    {only}{log} "pass"\n  }}\n}}\n'
             "table inet pfc_quiet {\n"
-            "  chain out { type filter hook output priority 0; policy drop; }\n}\n")
+            "  chain out { type filter hook output priority -400; policy drop; }\n}\n")
 
 
 HOOKS_OBS = HOOK_FAMILY
@@ -154,6 +155,8 @@ class Session:
         out: dict[int | str, tuple[int, int]] = {}
         names = artifact.meta.get("counters", {})
         for rule in artifact.policy.rules:
+            if rule.action.name == "log":
+                continue  # a log rule has no counter
             if rule.terminal:
                 out[rule.index] = by_comment.get(f"pfc rule {rule.index}", (0, 0))
                 continue

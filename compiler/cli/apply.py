@@ -58,6 +58,10 @@ def _rules(say, removed: list, added: list) -> None:
 
 
 def _regions(say, diff) -> None:
+    if diff is None:
+        say("  verdicts: not compared (log, limit, audit or ct state: `pfc diff` compares "
+            "stateless policies)")
+        return
     scope = f"every frame up to {diff.bound} bytes, as `pfc diff`"
     if diff.same:
         say(f"  verdicts: no verdict, counter or rewrite changes ({scope})")

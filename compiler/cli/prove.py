@@ -78,7 +78,10 @@ def _diff(args: argparse.Namespace) -> int:
     old, new = _policy(args.old), _policy(args.new)
     if old is None or new is None:
         return 2
-    result = diff(old, new, bound=args.max_len or DEFAULT_BOUND, limit=args.limit)
+    try:
+        result = diff(old, new, bound=args.max_len or DEFAULT_BOUND, limit=args.limit)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
     _write(args.write, [r.witness for r in result.regions])
     if args.format == "json":
         print(json.dumps({

@@ -224,13 +224,13 @@ Match = AddrMatch | IntMatch | FlagsMatch | FragMatch | PayloadMatch | CtMatch
 
 @dataclass(frozen=True)
 class Rate:
-    """A token bucket (nft ``limit`` semantics): it holds up to ``count + burst``
-    packets and starts full; it refills at ``count`` per ``unit``; a packet takes one
-    token, and a packet that finds less than one is over the rate."""
+    """A token bucket (nft ``limit`` semantics, net/netfilter/nft_limit.c): it holds
+    up to ``burst`` packets and starts full; it refills at ``count`` per ``unit``; a
+    packet takes one token, and a packet that finds less than one is over the rate."""
 
     count: int
     unit: str = "second"  # "second" | "minute"
-    burst: int = 5  # packets beyond one unit's worth (nft's default is 5)
+    burst: int = 5  # the bucket's size in packets (nft's and iptables' default is 5)
 
     @property
     def seconds(self) -> int:
@@ -238,7 +238,7 @@ class Rate:
 
     @property
     def capacity(self) -> int:
-        return self.count + self.burst
+        return self.burst
 
 
 @dataclass(frozen=True)
@@ -365,6 +365,19 @@ class Policy:
         """Whether judging a frame depends on earlier frames or on time (``ct state``,
         ``limit``, ``log ... rate``): the oracle then judges ordered, timed frames."""
         return any(rule_stateful(r) for r in self.rules)
+
+
+def flow_features(policy: Policy) -> list[str]:
+    """The words of the features a per-frame formula cannot state (``pfc prove``,
+    ``pfc diff``): ``log``, ``limit``, ``audit``, ``ct state``, in that order."""
+    used = set()
+    for r in policy.rules:
+        used |= {"log"} if isinstance(r.action, Log) else set()
+        used |= {"limit"} if r.limit is not None else set()
+        used |= {"audit"} if isinstance(r.action, Drop) and r.action.audit else set()
+        used |= {"ct state"} if any(isinstance(m, CtMatch) for m in r.matches) else set()
+    used |= {"audit"} if policy.default_audit else set()
+    return [w for w in ("log", "limit", "audit", "ct state") if w in used]
 
 
 def rule_stateful(rule: Rule) -> bool:

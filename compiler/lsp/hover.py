@@ -42,8 +42,8 @@ OPTIONS = {
              "(0 to 256, default 128)", {"log"}),
     "limit": ("`drop ... limit rate N/UNIT [burst B] [per src|dst]`: the rule matches "
               "only the packets over the rate; the rest go on to the next rule", {"limit"}),
-    "burst": ("`burst B`: packets allowed beyond one unit's worth (the bucket holds "
-              "N + B; default 5, as nft)", {"limit"}),
+    "burst": ("`burst B`: the bucket's size: how many packets may come at once "
+              "(default 5, as nft and iptables)", {"limit"}),
     "per": ("`per src` / `per dst`: one bucket per address (nft meters, iptables "
             "hashlimit, eBPF LRU maps)", {"limit"}),
     "audit": ("`drop ... audit`: a would-be drop: the packet passes, counted and logged "

@@ -7,7 +7,7 @@ timed sequence of frames (``interp.run`` with ``times``; a pcap's timestamps). A
 
 Token buckets follow nft's ``limit`` (net/netfilter/nft_limit.c) in integer
 nanoseconds: a packet costs ``unit / count`` ns of tokens (integer division); the
-bucket holds ``cost * (count + burst)`` and starts full at the first packet; tokens
+bucket holds ``cost * burst`` and starts full at the first packet; tokens
 grow with the time since the last packet, capped at the maximum; a packet that finds
 at least its cost takes it and is within the rate, else it is over. Time that runs
 backwards (an unordered pcap) adds nothing.

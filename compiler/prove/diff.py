@@ -159,6 +159,10 @@ def diff(old: ir.Policy, new: ir.Policy, *, bound: int = DEFAULT_BOUND,
          limit: int = DEFAULT_LIMIT, naive: bool = False) -> Result:
     """The regions where ``old`` and ``new`` differ (module doc). ``naive``: encode
     every rule (the benchmark's peer)."""
+    used = ir.flow_features(old) + ir.flow_features(new)
+    if used:
+        raise ValueError("pfc diff compares stateless policies; these use "
+                         + ", ".join(dict.fromkeys(used)))
     start = time.perf_counter()
     alignment = align(old, new)
     result = Result(bound=bound)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pfc.build import build_artifact
+from pfc.frontend import ir
 from pfc.frontend.diagnostics import CompileError
 from pfc.frontend.pipeline import Compiled
 from pfc.prove.proof import Proof, adopt, prove
@@ -66,6 +67,11 @@ def _one(compiled: Compiled, spec: str, explicit: bool, path: str | None, bound:
          confirm: bool) -> TargetProof:
     target, _, hook = spec.partition(":")
     result = TargetProof(target, hook)
+    used = ir.flow_features(compiled.require())
+    if used:  # the formula is per frame: logs, buckets and connections are not in it
+        why = f"pfc prove covers stateless policies; this one uses {', '.join(used)}"
+        result.error, result.skipped = (why, None) if explicit else (None, why)
+        return result
     built, diags = build_artifact(compiled, target, hook=hook or None,
                                   **(OPTIONS if target == "nft" else {}))
     if built is None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from pfc.backends.base import DEFAULT_COUNTER, Artifact, Backend
 from pfc.frontend import ir
-from pfc.oracle.interp import Outcome, evaluate
+from pfc.oracle.interp import Outcome, evaluate, new_flow
 
 
 @dataclass(frozen=True)
@@ -93,8 +93,11 @@ def decided_counters(policy: ir.Policy,
     return out
 
 
-def compare(artifact: Artifact, backend: Backend, frames: list[bytes]) -> Report:
-    """Run ``backend`` on what its hook sees of ``frames`` and judge it."""
+def compare(artifact: Artifact, backend: Backend, frames: list[bytes],
+            times: list[int] | None = None) -> Report:
+    """Run ``backend`` on what its hook sees of ``frames`` and judge it. A stateful
+    policy (``ct state``, ``limit``, ``log ... rate``) is judged as one ordered sequence
+    of the frames the hook sees, at ``times`` (ns; all 0 when not given)."""
     if backend.run is None:
         raise ValueError(f"target `{backend.name}` has no runner")
     report = Report(artifact.target, artifact.hook, total=len(frames))
@@ -104,7 +107,9 @@ def compare(artifact: Artifact, backend: Backend, frames: list[bytes]) -> Report
     policy = artifact.policy
     # A view that differs from the frame had its outer tag removed (or is behind IP
     # input): a tag left in it is an inner one, which makes the frame not IP.
-    expected = [evaluate(policy, v, skip_tag=v == frames[i]) for i, v in seen]
+    flow = new_flow(policy)
+    expected = [evaluate(policy, v, skip_tag=v == frames[i], flow=flow,
+                         now=times[i] if times else 0) for i, v in seen]
     observed = backend.run(artifact, [v for _, v in seen])
     for (index, view), exp, got, got_frame in zip(
             seen, expected, observed.verdicts, observed.frames_out, strict=True):
@@ -115,7 +120,9 @@ def compare(artifact: Artifact, backend: Backend, frames: list[bytes]) -> Report
             report.mismatches.append(mismatch)
     report.counters_expected = {**expected_counters(policy, expected),
                                 **decided_counters(policy, expected)}
-    report.counters_got = observed.counters
+    logs = {r.index for r in policy.rules if isinstance(r.action, ir.Log)}
+    report.counters_got = None if observed.counters is None else {
+        k: v for k, v in observed.counters.items() if k not in logs}  # log rules count nothing
     return report
 
 

@@ -168,8 +168,8 @@ def test_example_differential(example: Path, hook: str):
     2,000 generated frames (malformed ones included)."""
     compiled = compile_path(example)
     artifact, diags = build_artifact(compiled, hook, "o")
-    if artifact is None:
-        assert hook == "socket" and diags[0].code == "unsupported"
+    if artifact is None:  # socket: no redirect; log, limit, audit: not yet on eBPF
+        assert diags[0].code == "unsupported"
         return
     frames = gen.sample(compiled.policy, 2000, seed=zlib.crc32(example.name.encode()))
     report = check(artifact, frames)

@@ -36,7 +36,7 @@ def test_the_checker_builds_the_ir() -> None:
     assert log.action == ir.Log("web", ir.Rate(10, "second", 5), 64, log.action.span)
     assert not log.terminal
     assert limited.limit.rate == ir.Rate(100, "minute", 10) and limited.limit.per == "src"
-    assert limited.limit.rate.capacity == 110 and limited.limit.rate.seconds == 60
+    assert limited.limit.rate.capacity == 10 and limited.limit.rate.seconds == 60
     assert audited.action.audit and audited.terminal
     assert new.matches[-1] == ir.CtMatch(("new",), False, new.matches[-1].span)
     assert est.matches[0].states == ("established", "related") and est.matches[0].negated

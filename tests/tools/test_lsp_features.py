@@ -189,9 +189,9 @@ def test_reading_of_rules() -> None:
             "drops IPv4 packets from any of the 6 prefixes",
         'log tcp dport 80 prefix "web" rate 10/second':
             'logs TCP packets with destination port 80 with prefix "web" (the first 128 '
-            "bytes, at most 10/second (bursts up to 15)), then goes on with the next rule",
+            "bytes, at most 10/second (bursts up to 5)), then goes on with the next rule",
         "drop udp limit rate 100/second burst 10 per src":
-            "drops UDP packets beyond 100/second (bursts up to 110) per source address",
+            "drops UDP packets beyond 100/second (bursts up to 10) per source address",
         "pass tcp ct state established,related":
             "passes TCP packets with connection state established or related",
         "drop udp audit": "drops UDP packets in audit mode: they pass, counted and logged "
