@@ -21,7 +21,7 @@ verifier and the deploy layer load when :func:`verify`, :func:`load`, :func:`unl
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +33,7 @@ from pfc.frontend import ir
 from pfc.frontend.diagnostics import CompileError, Diagnostic
 from pfc.frontend.pipeline import Compiled, compile_path, compile_text
 from pfc.oracle import interp
+from pfc.oracle.events import LogEvent
 
 if TYPE_CHECKING:
     from pfc.deploy.apply import Outcome
@@ -296,3 +297,39 @@ def status(dev: str | None = None, netns: str | None = None) -> list[Status]:
 
 
 dry_run_ = dry_run  # apply's keyword ``dry_run`` shadows the function
+
+
+def log_events(dev: str, *, netns: str | None = None, group: int = 20,
+               ready: Callable[[], None] | None = None) -> Iterator[LogEvent]:
+    """``pfc log``: the log events of pfc's nft and iptables rules (NFLOG ``group``,
+    docs/language.md "Log events") for packets that came in on ``dev`` (in namespace
+    ``netns``), as they happen. ``ready`` is called once the listener is bound (events
+    before that are lost). OSError when the group cannot be bound (EBUSY: another
+    listener has it; EPERM: not root)."""
+    import socket
+
+    from pfc.backends.base import check_dev
+    from pfc.kernel import netns as namespaces
+    from pfc.kernel.nflog import Listener
+    from pfc.oracle.events import parse_prefix
+
+    check_dev(dev)
+    with namespaces.inside(netns) if netns else _nothing():
+        index = socket.if_nametoindex(dev)
+        listener = Listener(group)
+    try:
+        if ready is not None:
+            ready()
+        while True:
+            for m in listener.receive(None):
+                head = parse_prefix(m.prefix)
+                if head is not None and m.indev == index:
+                    line, verdict, audit, prefix = head
+                    yield LogEvent(line, verdict, audit, prefix, m.payload, False, m.indev)
+    finally:
+        listener.close()
+
+
+def _nothing():
+    import contextlib
+    return contextlib.nullcontext()

@@ -167,11 +167,13 @@ def rule_rows(policy: ir.Policy, lowered: ir.Policy,
     """The source rules, each with the lowered rule that counts it if a pass merged it
     into an earlier one (merged runs keep their first rule's index)."""
     kept = sorted(r.index for r in lowered.rules)
+    audited = {r.index for r in lowered.rules if getattr(r.action, "audit", False)}
     rows = []
     for r in policy.rules:
         earlier = [i for i in kept if i <= r.index]
         merged = None if r.index in kept or not earlier else earlier[-1]
-        rows.append(state.RuleRow(r.index, r.line, text_of(r), r.action.name, merged))
+        action = "audit" if r.index in audited else r.action.name  # --audit: would drop
+        rows.append(state.RuleRow(r.index, r.line, text_of(r), action, merged))
     return rows
 
 
@@ -213,7 +215,8 @@ def load(artifact: Artifact, policy_path: str, source_text: str,
             policy=str(Path(policy_path).resolve()),
             sha256=hashlib.sha256(source_text.encode()).hexdigest(),
             loaded_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            rules=rows, default=artifact.policy.default.value, netns_id=current_netns_id())
+            rules=rows, default="audit" if artifact.policy.default_audit else
+            artifact.policy.default.value, netns_id=current_netns_id())
         messages += _transaction(impl, plan, previous, journal.Txn(record))
         if copy is not None:
             snapshot.write_loaded(ns_name, dev, target, copy)

@@ -7,6 +7,7 @@ gap, and the NFLOG events of group 20 decoded with the shared event shape."""
 from __future__ import annotations
 
 import itertools
+import json
 import time
 
 import pytest
@@ -184,3 +185,35 @@ def _read(log: iplab.Nflog, n: int) -> list[tuple[str, bytes]]:
     except TimeoutError:
         pass
     return out
+
+
+def test_pfc_log_shows_an_event_within_a_second(lab):
+    """`pfc log --dev DEV --netns NS`, a real process: the event of an injected packet
+    arrives, decoded, within a second of the packet."""
+    import select
+    import subprocess
+    import sys
+
+    target, _, session = lab
+    art = artifact(lab, 'log udp dport 7000 prefix "web" snap 64\ndrop udp dport 7000 audit\n')
+    session.load(art)
+    cmd = [sys.executable, "-m", "pfc.cli", "log", "--dev", session.lab.dut, "--netns",
+           session.lab.name, "--count", "2", "--format", "json"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "listening" in proc.stderr.readline()
+        sent = time.monotonic()
+        session.judge([udp(dport=7000)])
+        lines = []
+        while len(lines) < 2 and time.monotonic() - sent < 1.0:
+            ready, _, _ = select.select([proc.stdout], [], [], 1.0 - (time.monotonic() - sent))
+            if ready:
+                lines.append(json.loads(proc.stdout.readline()))
+        took = time.monotonic() - sent
+    finally:
+        proc.kill()
+        proc.wait()
+    assert len(lines) == 2, (target, lines, took)
+    assert [(e["line"], e["verdict"], e["audit"], e["prefix"]) for e in lines] == \
+        [(1, "pass", False, "web"), (2, "drop", True, "")]
+    assert lines[0]["dst"] == "192.168.0.79:7000" and lines[0]["protocol"] == "udp"

@@ -1,0 +1,1 @@
+"""Commands that follow what the kernel reports as it happens: ``pfc log``."""
