@@ -154,6 +154,8 @@ def _print_details(results) -> None:
                 print(f"    {shown(cmd)}")
         elif r.status == "disagree" and r.reason:  # the failing frames were not written
             print(f"  {r.target}: {shown(r.reason)}")
+        elif r.status == "agree" and r.reason:  # e.g. buckets verified at 1/minute
+            print(f"  {r.target}: note: {shown(r.reason)}")
 
 
 VERIFY = Command("verify", "check every target against the reference interpreter, in the kernel",

@@ -56,7 +56,7 @@ _VALID_FLAGS = {SYN, SYN | URG, SYN | ACK, RST, RST | ACK, FIN | ACK, FIN | ACK 
 # ICMP: request type -> reply type (icmp_new's valid_new / invmap); errors quote a packet
 _ICMP_PAIRS = {ICMP: {8: 0, 13: 14, 15: 16, 17: 18}, ICMP6: {128: 129, 139: 140}}
 _ICMP_ERRORS = {ICMP: {3, 4, 5, 11, 12}, ICMP6: {1, 2, 3, 4}}
-_ICMP6_UNTRACKED = {130, 131, 132, 133, 134, 135, 136, 143}  # MLD, ND (noct_valid_new)
+_ICMP6_UNTRACKED = {130, 131, 132, 133, 134, 135, 136, 143, 151, 152}  # noct_valid_new
 
 Tuple = tuple  # (version, proto, src, dst, a, b): ports, or (echo id, type) for ICMP
 
@@ -88,10 +88,13 @@ class Conntrack:
         """The packet's state; nothing changes until ``commit``."""
         if view.version is None:
             return Reading(None)
-        if view.l4 is None or not _checksum_ok(view):
+        view = transport_view(view)
+        if view.l4 is None or not _header_ok(view) or not _checksum_ok(view):
             return Reading("invalid")
         proto = view.l4proto
         if proto in (ICMP, ICMP6):
+            if proto != _ICMP_OF[view.version]:  # nf_conntrack_icmp*_packet: wrong family
+                return Reading("invalid")
             return self._icmp(view)
         tup = _tuple(view)
         if tup is None:
@@ -166,6 +169,69 @@ class Conntrack:
         if kind in _ICMP_PAIRS[proto]:
             return Reading("new", new=Connection(tup))
         return Reading("invalid")
+
+
+_IPV6_HEADERS = (0, 43, 60, 51)  # hop-by-hop, routing, destination options, AH
+_ICMP_OF = {4: ICMP, 6: ICMP6}
+# Protocols with a tracker of their own the oracle does not model (SCTP's CRC32c and
+# chunk checks, DCCP, UDP-Lite's coverage, GRE's keys): left out of comparisons.
+UNMODELLED = frozenset((132, 33, 136, 47))
+
+
+def transport_view(view: FrameView) -> FrameView:
+    """The view with the transport conntrack reads: on IPv6, past the extension
+    headers ``ipv6_skip_exthdr`` walks (hop-by-hop, routing, destination options, AH);
+    ``l4`` None when the chain runs out of the frame or ends in No Next Header (59)."""
+    if view.version != 6 or view.l4 is None:
+        return view
+    data, kind, at = view.data, view.l4proto, view.l4
+    while kind in _IPV6_HEADERS:
+        if at + 2 > len(data):
+            return FrameView(data, view.l3, view.ethertype, 6, None, kind)
+        step = (data[at + 1] + 2) * 4 if kind == 51 else (data[at + 1] + 1) * 8
+        kind, at = data[at], at + step
+    if kind == 59:
+        return FrameView(data, view.l3, view.ethertype, 6, None, kind)
+    # past the end is fine for a protocol whose tuple reads nothing of its header
+    return FrameView(data, view.l3, view.ethertype, 6, at, kind)
+
+
+def unmodelled(frame: bytes) -> bool:
+    """Whether conntrack reads this IP frame with a tracker the oracle does not model."""
+    view = transport_view(read_frame(frame, skip_tag=False))
+    return view.version is not None and view.l4proto in UNMODELLED
+
+
+def _header_ok(view: FrameView) -> bool:
+    """tcp_error / udp_error: a TCP data offset of 5 or more within the segment; a UDP
+    length of 8 or more within it."""
+    data, l4 = view.data, view.l4
+    end = _end(view)
+    if view.l4proto == TCP:
+        return l4 + 13 <= end and 20 <= (data[l4 + 12] >> 4) * 4 <= end - l4
+    if view.l4proto == UDP:
+        return l4 + 8 <= end and 8 <= ((data[l4 + 4] << 8) | data[l4 + 5]) <= end - l4
+    return True
+
+
+def _end(view: FrameView) -> int:
+    data, l3 = view.data, view.l3
+    if view.version == 4:
+        return l3 + ((data[l3 + 2] << 8) | data[l3 + 3])
+    return l3 + 40 + ((data[l3 + 4] << 8) | data[l3 + 5])
+
+
+def held_for_reassembly(frame: bytes) -> bool:
+    """Whether conntrack's defragmentation (nf_defrag_ipv6, priority -400) takes this
+    IPv6 frame in to reassemble, so no later hook sees it as it is: a Fragment header
+    (44) in its extension header chain. (IPv4 fragments never reach INPUT anyway.)"""
+    view = read_frame(frame, skip_tag=False)
+    if view.version != 6 or view.l3 is None or len(frame) < view.l3 + 40:
+        return False
+    kind, at = frame[view.l3 + 6], view.l3 + 40
+    while kind in _IPV6_HEADERS and at + 2 <= len(frame):
+        kind, at = frame[at], at + (frame[at + 1] + 1) * 8
+    return kind == 44
 
 
 def _known(conn: Connection, reply: bool) -> Reading:
@@ -253,17 +319,16 @@ def _checksum_ok(view: FrameView) -> bool:
     proto = view.l4proto
     if proto not in (TCP, UDP, ICMP, ICMP6):
         return True
-    data, l3, l4 = view.data, view.l3, view.l4
-    end = l3 + (((data[l3 + 2] << 8) | data[l3 + 3]) if view.version == 4
-                else 40 + ((data[l3 + 4] << 8) | data[l3 + 5]))
-    segment = data[l4:end]
+    segment = view.data[view.l4:_end(view)]
     minimum = {TCP: 20, UDP: 8, ICMP: 8, ICMP6: 8}[proto]
     if len(segment) < minimum:
         return False
     if proto == UDP and view.version == 4 and segment[6:8] == b"\0\0":
         return True
     if proto == ICMP:
-        return ones_sum(segment) == 0xFFFF
+        return ones_sum(segment) == 0xFFFF if view.version == 4 else True
+    if proto == ICMP6 and view.version == 4:
+        return True  # icmpv6_error runs for IPv6 only
     src, dst = _addresses(view)
     pseudo = src + dst + len(segment).to_bytes(4, "big") + bytes((0, 0, 0, proto))
     return ones_sum(pseudo + segment) == 0xFFFF

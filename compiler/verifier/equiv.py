@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from pfc.backends.base import DEFAULT_COUNTER, Artifact, Backend
 from pfc.frontend import ir
+from pfc.oracle.conntrack import held_for_reassembly, unmodelled
 from pfc.oracle.interp import Outcome, evaluate, new_flow
 
 
@@ -101,8 +102,10 @@ def compare(artifact: Artifact, backend: Backend, frames: list[bytes],
     if backend.run is None:
         raise ValueError(f"target `{backend.name}` has no runner")
     report = Report(artifact.target, artifact.hook, total=len(frames))
+    tracked = any(isinstance(m, ir.CtMatch) for r in artifact.policy.rules for m in r.matches)
     seen = [(i, v) for i, f in enumerate(frames)
-            if (v := backend.view(artifact.hook, f)) is not None]
+            if (v := backend.view(artifact.hook, f)) is not None
+            and not (tracked and (held_for_reassembly(v) or unmodelled(v)))]
     report.seen = len(seen)
     policy = artifact.policy
     # A view that differs from the frame had its outer tag removed (or is behind IP

@@ -3,7 +3,8 @@
 For each requested target: compile (a rule the target cannot express is reported as
 "not expressible", not as a failure, unless the target was asked for by name), take the
 user's frames (``Request.user_frames``, from ``--pcap``) followed by ``Request.frames``
-frames generated from the policy's constants, run the target in the kernel on the
+frames generated from the policy's constants (and for a stateful policy the ordered
+sequences of ``oracle.sequences``: connections, bursts), run the target in the kernel on the
 frames its hook can see (``equiv.compare``), and on a disagreement let hypothesis find
 and shrink a minimal failing frame (the first failing frame when it finds none: with
 the user's frames, often one of theirs), written to a pcap with the commands that
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, Verbosity, find, settings
@@ -27,7 +28,7 @@ from pfc.frontend.diagnostics import Diagnostic
 from pfc.frontend.pipeline import Compiled
 from pfc.kernel.netns import missing_privileges
 from pfc.kernel.observation import KernelUnavailable
-from pfc.oracle import gen
+from pfc.oracle import gen, sequences
 from pfc.oracle.pcap import PcapError, write_pcap
 from pfc.verifier.equiv import Report, compare
 
@@ -81,11 +82,22 @@ def verify(req: Request, tick: Callable[[str], None] = lambda _: None) -> list[T
     frames = list(req.user_frames)
     if req.frames > 0:
         frames += gen.sample(policy, req.frames, seed=req.seed)
+    note = ""
+    if policy.stateful:  # ordered sequences: connections and bursts (oracle.sequences)
+        frames += sequences.connections(policy) + sequences.bursts(policy, frames)
+        if sequences.fast(policy):
+            req = replace(req, compiled=replace(req.compiled,
+                                                policy=sequences.slowed(policy)))
+            note = ("rates verified at 1/minute, bucket sizes kept (a run takes seconds; "
+                    "a fast bucket would refill meanwhile)")
     lacking = missing_privileges()
     results = []
     for target in req.targets:
         tick(target)
-        results.append(_verify_target(req, target, frames, lacking))
+        result = _verify_target(req, target, frames, lacking)
+        if note and result.status == "agree":
+            result.reason = note
+        results.append(result)
     return results
 
 

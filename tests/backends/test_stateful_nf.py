@@ -217,3 +217,21 @@ def test_pfc_log_shows_an_event_within_a_second(lab):
     assert [(e["line"], e["verdict"], e["audit"], e["prefix"]) for e in lines] == \
         [(1, "pass", False, "web"), (2, "drop", True, "")]
     assert lines[0]["dst"] == "192.168.0.79:7000" and lines[0]["protocol"] == "udp"
+
+
+def test_verify_runs_ordered_sequences_for_a_stateful_policy(lab):
+    """`pfc verify`: generated frames, then connections and bursts, one sequence; the
+    fast rates verified at 1/minute (bucket sizes kept), said in the result."""
+    from pfc.oracle import sequences
+    from pfc.verifier.run import Request, verify
+
+    target, hook, _ = lab
+    text = ('log udp dport 53 prefix "dns" rate 10/second\n'
+            "drop udp dport 7000 limit rate 100/second burst 4 per src\n"
+            "pass tcp dport 22 ct state new\npass ct state established,related\n"
+            "drop tcp dport 23 audit\ncount ct state invalid\ndefault drop\n")
+    compiled = compile_text(text, "v.pf")
+    assert sequences.connections(compiled.policy) and sequences.fast(compiled.policy)
+    (result,) = verify(Request(compiled, "v.pf", [f"{target}:{hook}"], True, frames=600))
+    assert result.status == "agree", result.report.summary()
+    assert "1/minute" in result.reason and result.report.counters_agree

@@ -196,3 +196,23 @@ def test_event_text_json_and_prefix_round_trip() -> None:
     assert parse_prefix("someone else") is None
     snapped = LogEvent(1, "pass", False, "", eth4(fb.ipv4(C4, S4, 6, bytes(1400)))[:40])
     assert describe(snapped).startswith("line 1 pass tcp 10.0.0.1:0 ")
+
+
+def test_the_flow_state_never_raises_on_any_bytes() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from pfc.oracle import gen
+    p = policy("log prefix \"x\" rate 1/second\ndrop udp limit rate 2/second per src\n"
+               "pass ct state established,related\ndrop ct state invalid\n"
+               "pass !ct state new\n")
+    frames = gen.sample(p, 300, seed=3)
+
+    @settings(max_examples=200, deadline=None, derandomize=True)
+    @given(st.lists(st.sampled_from(frames) | st.binary(max_size=80), max_size=12),
+           st.lists(st.integers(0, 10 * NSEC), min_size=12, max_size=12))
+    def judged(batch, times):
+        outs, _ = run(p, batch, times=times[:len(batch)])
+        assert len(outs) == len(batch)
+
+    judged()
