@@ -55,8 +55,9 @@ def test_every_example_agrees_on_every_target_with_2000_frames(capsys) -> None:
                 assert row["not_expressible"], row
                 continue
             assert row["status"] == "agree", row
-            assert row["frames"] == 2000 and row["disagree"] == 0, row
-            assert row["agree"] + row["skipped_by_hook"] == 2000, row
+            # a stateful example also gets its ordered sequences (oracle.sequences)
+            assert row["frames"] >= 2000 and row["disagree"] == 0, row
+            assert row["agree"] + row["skipped_by_hook"] == row["frames"], row
             assert row["agree"] >= 800 and row["counters_agree"], row
 
 
