@@ -105,7 +105,14 @@ def entries(policy: ir.Policy, lowering: low.Lowering) -> list[Entry]:
 
 def nft_rules(rule: ir.Rule, lowering: low.Lowering,
               default: ir.Verdict = ir.Verdict.PASS) -> list[low.NftRule]:
-    base = lowering.matches(rule)
+    if rule.family is ir.Family.ANY and stf.bucketed(rule):  # a bucket per family
+        return [r for gate in stf.family_gates(lowering.hook_family)
+                for r in _rules(rule, lowering, default, [gate])]
+    return _rules(rule, lowering, default, lowering.matches(rule))
+
+
+def _rules(rule: ir.Rule, lowering: low.Lowering, default: ir.Verdict,
+           base: list[x.Node]) -> list[low.NftRule]:
     action, tag = rule.action, f"pfc rule {rule.index}"
     if isinstance(action, ir.Log):
         return [low.NftRule(rule.index, (*base, *stf.log_terms(rule, default)))]

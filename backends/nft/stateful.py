@@ -99,6 +99,22 @@ def log_terms(rule: ir.Rule, default: ir.Verdict) -> list[x.Node]:
     return rate + [log(rule.line, default.value, False, action.prefix, action.snap)]
 
 
+def family_gates(hook_family: str) -> list[x.Node]:
+    """A rule for every frame (family ANY) with a bucket becomes one rule per IP
+    version, and at netdev ingress one for the other frames: a bucket each, as the
+    interpreter keeps them (and iptables, whose families are separate tables)."""
+    if hook_family == "netdev":
+        proto = x.meta("protocol")
+        return [x.match(proto, x.symbol("ip")), x.match(proto, x.symbol("ip6")),
+                x.match(proto, x.Node("{ ip, ip6 }", {"set": ["ip", "ip6"]}), True)]
+    nfproto = x.meta("nfproto")
+    return [x.match(nfproto, x.symbol("ipv4")), x.match(nfproto, x.symbol("ipv6"))]
+
+
+def bucketed(rule: ir.Rule) -> bool:
+    return rule.limit is not None or getattr(rule.action, "rate", None) is not None
+
+
 def audit_terms(line: int) -> list[x.Node]:
     """An audited drop: counted, logged, accepted."""
     return [x.counter(), log(line, "drop", True, "", ir.LOG_SNAP_DEFAULT),

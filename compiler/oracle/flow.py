@@ -2,8 +2,9 @@
 
 A policy with ``limit``, ``log ... rate`` or ``ct state`` is judged on an ordered,
 timed sequence of frames (``interp.run`` with ``times``; a pcap's timestamps). A
-``Flow`` holds the state: the buckets, keyed by (rule index, IP version, address for
-``per src|dst``), and the connection tracker (:mod:`pfc.oracle.conntrack`).
+``Flow`` holds the state: the buckets, keyed by (rule index, IP version or None for a
+non-IP frame, address for ``per src|dst``), and the connection tracker
+(:mod:`pfc.oracle.conntrack`).
 
 Token buckets follow nft's ``limit`` (net/netfilter/nft_limit.c) in integer
 nanoseconds: a packet costs ``unit / count`` ns of tokens (integer division); the
@@ -67,9 +68,10 @@ class Flow:
 
     def within(self, rule: ir.Rule, rate: ir.Rate, view: FrameView,
                per: str | None = None) -> bool:
-        """Take a token from the rule's bucket for this frame: True within the rate."""
-        key = (rule.index, view.version if rule.family is not ir.Family.ANY else None,
-               _address(view, per) if per else None)
+        """Take a token from the rule's bucket for this frame: True within the rate.
+        One bucket per rule and IP version (non-IP frames: one of their own), and per
+        address with ``per``."""
+        key = (rule.index, view.version, _address(view, per) if per else None)
         bucket = self.buckets.get(key)
         if bucket is None:
             bucket = self.buckets[key] = Bucket.full(rate, self.now)

@@ -235,3 +235,9 @@ def test_verify_runs_ordered_sequences_for_a_stateful_policy(lab):
     (result,) = verify(Request(compiled, "v.pf", [f"{target}:{hook}"], True, frames=600))
     assert result.status == "agree", result.report.summary()
     assert "1/minute" in result.reason and result.report.counters_agree
+
+
+def test_a_rule_for_every_frame_has_a_bucket_per_family(lab):
+    v6 = [eth(fb.ipv6(C6, S6, 17, fb.udp(C6, S6, 5353, 7000, b"x")), True)] * 3
+    report = check(lab, "drop limit rate 1/minute burst 2\n", [udp()] * 3 + v6)
+    assert report.counters_got[0][0] == 2  # one of each family over the rate
