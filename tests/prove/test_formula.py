@@ -45,6 +45,8 @@ def test_formula_on_the_examples_and_many_frames() -> None:
     from tests.paths import EXAMPLES
     for path in EXAMPLES:
         policy = compile_path(path).require()
+        if ir.flow_features(policy):  # log, limit, audit, ct state: prove refuses them
+            continue
         _agree(policy, gen.sample(policy, 60, seed=7), True)
 
 
