@@ -104,19 +104,21 @@ def frames(policy: PolicyInput | ir.Policy, n: int, *, seed: int = 0,
 
 def run(policy: PolicyInput | ir.Policy,
         frames: Iterable[bytes] | str | os.PathLike,
-        times: Iterable[int] | None = None) -> tuple[list[interp.Outcome], dict]:
+        times: Iterable[int] | None = None,
+        outgoing: Iterable[int] = ()) -> tuple[list[interp.Outcome], dict]:
     """The reference interpreter (``pfc run``): every frame (raw Ethernet bytes, or a
     pcap file) judged in order. Returns one :class:`~pfc.oracle.interp.Outcome` per
     frame (verdict, deciding rule, counted rules, the frame as it leaves, log events)
     and the count rules' ``{rule index: (packets, bytes)}``. ``times`` (ns, one per
-    frame; a pcap's own timestamps) drive ``limit`` and ``log ... rate``."""
+    frame; a pcap's own timestamps) drive ``limit`` and ``log ... rate``; ``outgoing``
+    (positions of frames the host sent) go through conntrack as sent."""
     checked = policy if isinstance(policy, ir.Policy) else front(policy).require()
     if isinstance(frames, str | os.PathLike):
         from pfc.oracle.pcap import read_capture
 
         capture = read_capture(frames)
-        frames, times = capture.frames, capture.times
-    return interp.run(checked, frames, times=times)
+        frames, times, outgoing = capture.frames, capture.times, capture.outgoing
+    return interp.run(checked, frames, times=times, outgoing=set(outgoing))
 
 
 def verify(policy: PolicyInput, targets: Iterable[str] | None = None, *,

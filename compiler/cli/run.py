@@ -37,7 +37,7 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     policy = compiled.policy
     capture = read_capture_arg(args.pcap)
-    outcomes, counters = api.run(policy, capture.frames, capture.times)
+    outcomes, counters = api.run(policy, capture.frames, capture.times, capture.outgoing)
     texts = {r.index: compiled.rule_text(r) for r in policy.rules}
     if args.format == "json":
         print_json(_json_report(policy, capture, outcomes, counters))
@@ -140,7 +140,8 @@ def _print_capture_notes(capture) -> None:
               "an Ethernet header pfc built (README.md, `Reading captures`)", file=sys.stderr)
     if capture.outgoing:
         print(f"note: {len(capture.outgoing)} packets were sent by the capturing host "
-              "(marked outgoing); they were judged as if received", file=sys.stderr)
+              "(marked outgoing); they were judged as if received (conntrack takes them "
+              "as sent)", file=sys.stderr)
 
 
 # ------------------------------------------------------------------------------- JSON

@@ -25,7 +25,7 @@ recorded and evaluation goes on. If no terminal rule holds, ``policy.default`` d
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -141,7 +141,7 @@ def rule_matches(rule: Rule, view: FrameView) -> bool:
 
 
 def _evaluate(plans: tuple[_Plan, ...], policy: Policy, frame: bytes,
-              skip_tag: bool = True, flow: Flow | None = None) -> Outcome:
+              skip_tag: bool = True, flow: Flow | None = None, sent: bool = False) -> Outcome:
     view = read_frame(frame, skip_tag)
     counted: list[int] = []
     events: list[LogEvent] = []
@@ -164,7 +164,7 @@ def _evaluate(plans: tuple[_Plan, ...], policy: Policy, frame: bytes,
     if out is None:
         out = _default(policy, view, counted, events)
     if flow is not None and flow.tracking:
-        flow.finish(view, out.verdict is Verdict.PASS)
+        flow.finish(view, sent or out.verdict is Verdict.PASS)  # sent: OUTPUT passed it
     return out
 
 
@@ -221,20 +221,23 @@ def evaluate(policy: Policy, frame: bytes, *, skip_tag: bool = True,
 
 
 def run(policy: Policy, frames: Iterable[bytes], *, skip_tag: bool = True,
-        times: Iterable[int] | None = None) -> tuple[list[Outcome], Counters]:
+        times: Iterable[int] | None = None,
+        outgoing: Collection[int] = ()) -> tuple[list[Outcome], Counters]:
     """Judge every frame in order; the counters hold one entry for every count rule of
     the policy, zeros included: (packets, bytes) summed over the frames it held on.
     ``times`` (nanoseconds, one per frame; all 0 when not given) drive the rate limits;
-    the frames before drive the connection states (``oracle.flow``)."""
+    the frames before drive the connection states (``oracle.flow``). ``outgoing``:
+    positions of frames the host sent (a cooked capture says so): judged like the
+    others, but conntrack takes them as sent, whatever the verdict."""
     plans = _plans(policy)
     counters: Counters = {r.index: (0, 0) for r in policy.count_rules}
     outcomes = []
     flow = new_flow(policy)
     clock = iter(times) if times is not None else None
-    for frame in frames:
+    for n, frame in enumerate(frames):
         if flow is not None:
             flow.start(next(clock) if clock is not None else 0)
-        out = _evaluate(plans, policy, frame, skip_tag, flow)
+        out = _evaluate(plans, policy, frame, skip_tag, flow, n in outgoing)
         for index in out.counted:
             packets, nbytes = counters[index]
             counters[index] = (packets + 1, nbytes + out.nbytes)

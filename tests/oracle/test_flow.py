@@ -216,3 +216,25 @@ def test_the_flow_state_never_raises_on_any_bytes() -> None:
         assert len(outs) == len(batch)
 
     judged()
+
+
+def test_frames_the_host_sent_open_connections_whatever_the_verdict() -> None:
+    p = policy("pass ct state established\ndefault drop\n")
+    reply = tcp4(SYN | ACK, src=S4, dst=C4, sport=22, dport=40000)
+    syn_out = tcp4(SYN, src=C4, dst=S4, sport=40000, dport=22)
+    outs, _ = run(p, [syn_out, reply], outgoing={0})
+    assert [o.verdict.value for o in outs] == ["drop", "pass"]  # judged, yet tracked
+    outs, _ = run(p, [syn_out, reply])
+    assert [o.verdict.value for o in outs] == ["drop", "drop"]
+
+
+def test_a_pcaps_timestamps_drive_the_buckets(tmp_path) -> None:
+    from pfc.oracle.pcap import read_capture, write_pcap
+    path = tmp_path / "t.pcap"
+    times = [0, 1000, 2 * NSEC, 2 * NSEC + 5000]
+    write_pcap(path, [udp4()] * 4, times)
+    capture = read_capture(path)
+    assert capture.times == times  # written to the microsecond
+    p = policy("drop udp limit rate 1/second burst 1\n")
+    outs, _ = run(p, capture.frames, times=capture.times)
+    assert [o.verdict.value for o in outs] == ["pass", "drop", "pass", "drop"]
