@@ -20,8 +20,8 @@ from pfc.frontend.values import decode_string, read_number
 PREFIX_CHARS = "letters, digits, space and `_ . , : = / + -`"
 _PREFIX = re.compile(r"[A-Za-z0-9 _.,:=/+-]+")
 UNITS = ("second", "minute")
-# iptables' `-m limit` (log rate) refuses rates over 10,000/second; hashlimit (limit)
-# takes up to 1,000,000/second (xt_hashlimit revision 2+).
+# A log rate stays within `-m limit`'s 10,000/second (a log that cannot flood); a
+# limit within hashlimit's 1,000,000/second (xt_hashlimit revision 2+).
 LOG_RATE_MAX, LIMIT_RATE_MAX = 10_000, 1_000_000
 BURST_MAX = 10_000
 _LOG_ONLY = ("prefix", "rate", "snap")
