@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 from pfc.backends.base import DEFAULT_COUNTER, Artifact, counters_since
 from pfc.kernel import iplab, netns
+from pfc.kernel.nflog import flush_conntrack
 from pfc.kernel.observation import KernelUnavailable, Observation
 
 MARK_MAC, SEND_MAC = iplab.MARK_MAC, iplab.SEND_MAC
@@ -94,6 +95,7 @@ class Session:
 
     def load(self, artifact: Artifact) -> None:
         self.reset()
+        flush_conntrack()  # a previous run's connections must not decide this one's
         meta, files = artifact.meta, artifact.files
         flavour = meta["flavour"]
         self.flavours.add(flavour)

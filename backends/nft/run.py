@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from pfc.backends.base import DEFAULT_COUNTER, Artifact, counters_since
 from pfc.kernel import iplab, netns
+from pfc.kernel.nflog import flush_conntrack
 from pfc.kernel.observation import KernelUnavailable, Observation
 
 NFLOG_GROUP = 4712
@@ -113,6 +114,7 @@ class Session:
         if artifact.hook == "ingress" and dev != self.lab.dut:
             raise ValueError(f"compile the artifact with dev={self.lab.dut!r} (it has {dev!r})")
         nft_cmd(self.ctx, "flush ruleset")
+        flush_conntrack()  # a previous run's connections must not decide this one's
         if artifact.format == "json":
             nft_json(self.ctx, json.loads(artifact.text))
         else:

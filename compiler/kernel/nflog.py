@@ -93,3 +93,22 @@ class Listener:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def flush_conntrack() -> None:
+    """Empty the current namespace's connection table (ctnetlink ``IPCTNL_MSG_CT_DELETE``
+    with no tuple: every entry of every family), as ``conntrack -F`` does. Test labs
+    call it between policies, so one run's connections never decide the next's."""
+    sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
+    try:
+        sock.bind((0, 0))
+        body = struct.pack("!BBH", socket.AF_UNSPEC, 0, 0)
+        header = struct.pack("=IHHII", 16 + len(body), 1 << 8 | 2, 1 | 4, 1, 0)
+        sock.send(header + body)
+        reply = sock.recv(65536)
+        if struct.unpack_from("=H", reply, 4)[0] == 2:  # NLMSG_ERROR
+            err = struct.unpack_from("=i", reply, 16)[0]
+            if err and err != -2:  # ENOENT: nothing to flush (conntrack never used)
+                raise OSError(-err, f"conntrack flush: {os.strerror(-err)}")
+    finally:
+        sock.close()

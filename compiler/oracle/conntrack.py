@@ -70,8 +70,9 @@ class Connection:
 
 @dataclass
 class Reading:
-    """What conntrack made of one packet: its state (None: not IP, or untracked), and
-    how to record it once the verdict is known."""
+    """What conntrack made of one packet: its state (None: not IP; "untracked": ND,
+    MLD, MRD, in none of the four states), and how to record it once the verdict is
+    known."""
 
     state: str | None
     conn: Connection | None = None
@@ -161,7 +162,7 @@ class Conntrack:
             conn = self._find(inner)[0] if inner is not None else None
             return Reading("related" if conn is not None else "invalid")
         if proto == ICMP6 and kind in _ICMP6_UNTRACKED:
-            return Reading(None)
+            return Reading("untracked")  # no state: every `ct state` S is false, `!` true
         tup = _tuple(view)
         conn, reply = self._find(tup)
         if conn is not None:

@@ -11,6 +11,8 @@ import json
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pfc import backends
 from pfc.backends.iptables import run as iptrun
@@ -241,3 +243,40 @@ def test_a_rule_for_every_frame_has_a_bucket_per_family(lab):
     v6 = [eth(fb.ipv6(C6, S6, 17, fb.udp(C6, S6, 5353, 7000, b"x")), True)] * 3
     report = check(lab, "drop limit rate 1/minute burst 2\n", [udp()] * 3 + v6)
     assert report.counters_got[0][0] == 2  # one of each family over the rate
+
+
+@st.composite
+def stateful_policies(draw) -> str:
+    """Small policies of ct state, limits (1/minute: no refill during a run), logs with
+    rates, audits, over a few ports, with either default."""
+    lines = []
+    for _ in range(draw(st.integers(1, 5))):
+        action = draw(st.sampled_from(["pass", "drop", "log", "count"]))
+        proto = draw(st.sampled_from(["", "tcp ", "udp "]))
+        port = f"dport {draw(st.sampled_from([22, 53, 7000]))} " if proto else ""
+        states = draw(st.lists(st.sampled_from(["new", "established", "related",
+                                                 "invalid"]), max_size=2, unique=True))
+        ct = f"{draw(st.sampled_from(['', '!']))}ct state {','.join(states)} " \
+            if states else ""
+        tail = ""
+        if action == "drop" and draw(st.booleans()):
+            per = draw(st.sampled_from(["", " per src", " per dst"]))
+            tail = f"limit rate 1/minute burst {draw(st.integers(1, 4))}{per}"
+        elif action == "drop" and draw(st.booleans()):
+            tail = "audit"
+        elif action == "log":
+            tail = f"rate 1/minute snap {draw(st.sampled_from([0, 40]))}"
+        lines.append(f"{action} {proto}{port}{ct}{tail}".strip())
+    return "\n".join(lines + [f"default {draw(st.sampled_from(['pass', 'drop']))}"]) + "\n"
+
+
+@settings(derandomize=True, max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(text=stateful_policies())
+def test_generated_stateful_policies_agree(lab, text: str):
+    from pfc.oracle import gen, sequences
+    art = artifact(lab, text)
+    frames = gen.sample(art.policy, 150, seed=len(text))
+    frames += sequences.connections(art.policy) + sequences.bursts(art.policy, frames)
+    report = compare(art, backends.get(lab[0]), frames)
+    assert report.ok, text + report.summary()

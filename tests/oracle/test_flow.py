@@ -238,3 +238,11 @@ def test_a_pcaps_timestamps_drive_the_buckets(tmp_path) -> None:
     p = policy("drop udp limit rate 1/second burst 1\n")
     outs, _ = run(p, capture.frames, times=capture.times)
     assert [o.verdict.value for o in outs] == ["pass", "drop", "pass", "drop"]
+
+
+def test_untracked_neighbour_discovery_is_in_no_state() -> None:
+    solicit = fb.ethernet(MAC, MAC, 0x86DD, fb.ipv6(C6, S6, 58, fb.icmp6(
+        C6, S6, 135, 0, bytes(4), S6)))
+    assert evaluate(policy("drop !ct state new\n"), solicit).verdict is Verdict.DROP
+    for state in ("new", "established", "related", "invalid"):
+        assert evaluate(policy(f"drop ct state {state}\n"), solicit).verdict is Verdict.PASS
