@@ -46,7 +46,8 @@ HOOKS = ("socket", "tc", "xdp")
 PROGRAM = {h: f"pfc_{h}" for h in HOOKS}
 COUNTERS_MAP = counters.COUNTERS_MAP
 ETH_HLEN = 14
-ALL_FEATURES = frozenset(("count", "redirect", "payload", "ipv6", "non-ip"))
+ALL_FEATURES = frozenset(("count", "redirect", "payload", "ipv6", "non-ip", "log", "limit",
+                          "audit"))
 DESCRIPTIONS = {
     "socket": "eBPF socket filter (SO_ATTACH_BPF on a packet socket); C and ELF object",
     "tc": "eBPF tc clsact ingress, direct action (cls_bpf); C and ELF object",
