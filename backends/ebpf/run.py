@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import weakref
+from dataclasses import dataclass
 
 from pfc.backends.base import Artifact
 from pfc.backends.ebpf import counters as ebpf_counters
@@ -31,6 +32,7 @@ from pfc.backends.ebpf import maps as ebpf_maps
 from pfc.frontend import ir
 from pfc.kernel import bpf
 from pfc.kernel.observation import KernelUnavailable, Observation
+from pfc.oracle.events import LogEvent
 
 XDP_DROP, XDP_PASS = 1, 2
 TC_ACT_OK, TC_ACT_SHOT = 0, 2
@@ -124,10 +126,11 @@ def counters(artifact: Artifact, obj: bpf.Object) -> dict[int, tuple[int, int]]:
 
 def observed_counters(artifact: Artifact, obj: bpf.Object) -> dict[int | str, tuple[int, int]]:
     """What the differential tests compare with the interpreter: every rule and the
-    default (``not_ready`` is 0 on an object ``open_filled`` loaded, and has no
-    counterpart in the interpreter)."""
+    default (``not_ready`` is 0 on an object ``open_filled`` loaded, and ``lost``, the
+    events the ring buffer had no room for, has no counterpart in the interpreter)."""
     found = all_counters(artifact, obj)
     found.pop(ebpf_counters.NOT_READY, None)
+    found.pop(ebpf_counters.LOST, None)
     return found
 
 
@@ -150,6 +153,58 @@ def run(artifact: Artifact, frames: list[bytes]) -> Observation:
                                      strict=True):
             verdicts[i], outs[i] = verdict, out
     return Observation(verdicts, outs, observed_counters(artifact, obj))
+
+
+# ------------------------------------------------------------------- timed sequences
+
+CLOCK_BASE = 1 << 40  # pfc_clock holds BASE + the frame's time (0 would mean "real time")
+
+
+@dataclass
+class TimedRun:
+    """A sequence through a fresh object: the :class:`Observation` and, per frame, the
+    log events it sent (``pfc.oracle.events.LogEvent``, ``ifindex`` as the test run
+    gives it: the namespace's loopback) and the lost-event count."""
+
+    observation: Observation
+    events: list[list[LogEvent]]
+    lost: int
+
+
+def run_timed(artifact: Artifact, frames: list[bytes], times: list[int]) -> TimedRun:
+    """Every frame at its time (ns; the program's clock map, ``pfc_clock``, holds
+    ``CLOCK_BASE + time`` during the frame's test run) through a freshly loaded object
+    (empty buckets, counters at zero), reading the ring buffer after each frame. Frames
+    the test-run interface refuses raise :class:`TestRunRefused`."""
+    from pfc.backends.ebpf import events as ebpf_events
+    from pfc.kernel.ringbuf import RingBuffer
+
+    why = _privileges()
+    if why:
+        raise KernelUnavailable(why)
+    hook = artifact.hook
+    with ebpf_maps.open_filled(artifact) as obj:
+        prog = obj.programs[artifact.meta["program"]]
+        clock = obj.maps.get(ebpf_events.CLOCK_MAP)
+        ring = obj.maps.get(ebpf_events.EVENTS_MAP)
+        reader = RingBuffer(ring.fd) if ring is not None else None
+        verdicts, outs, events = [], [], []
+        try:
+            for frame, t in zip(frames, times, strict=True):
+                if clock is not None:
+                    clock.update(0, (CLOCK_BASE + t).to_bytes(8, "little"))
+                verdict, out = test_run(hook, prog, frame)
+                verdicts.append(verdict)
+                outs.append(out)
+                got = reader.drain() if reader is not None else []
+                events.append([ebpf_events.decode(r) for r in got])
+        finally:
+            if reader is not None:
+                reader.close()
+        found = all_counters(artifact, obj)
+    lost = found.pop(ebpf_counters.LOST, (0, 0))[0]
+    found.pop(ebpf_counters.NOT_READY, None)
+    return TimedRun(Observation(verdicts, outs, found), events, lost)
 
 
 # ------------------------------------------------------------------- the real tc hook
