@@ -87,8 +87,9 @@ def check_timed(artifact, frames: list[bytes], times: list[int]) -> ebpf_run.Tim
     got = ebpf_run.run_timed(artifact, frames, times)
     obs = got.observation
     verdicts = [o.verdict for o in outcomes]
-    assert obs.verdicts == verdicts, [i for i, (a, b) in
-                                      enumerate(zip(obs.verdicts, verdicts)) if a != b][:10]
+    differ = [i for i, (a, b) in enumerate(zip(obs.verdicts, verdicts, strict=True))
+              if a != b]
+    assert not differ, differ[:10]
     for i, (out, o) in enumerate(zip(obs.frames_out, outcomes, strict=True)):
         assert out is None or out == o.frame, i
     assert obs.counters == {**expected_counters(policy, outcomes),
