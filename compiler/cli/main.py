@@ -24,6 +24,7 @@ from pfc.cli.check import CHECK, FMT
 from pfc.cli.common import CONTEXT, Command, UsageError
 from pfc.cli.compile import COMPILE, TARGETS
 from pfc.cli.load import LOAD, STATUS, UNLOAD
+from pfc.cli.log import LOG
 from pfc.cli.lsp import LSP
 from pfc.cli.output import OutputError, shown
 from pfc.cli.prove import DIFF, PROVE
@@ -33,7 +34,7 @@ from pfc.cli.verify import VERIFY
 
 # Every command, in `pfc --help` order.
 COMMANDS: tuple[Command, ...] = (CHECK, FMT, COMPILE, RUN, FRAMES, VERIFY, DIFF, PROVE, BENCH,
-                                 LOAD, UNLOAD, STATUS, APPLY, SET, TARGETS, LSP)
+                                 LOAD, UNLOAD, STATUS, LOG, APPLY, SET, TARGETS, LSP)
 
 DESCRIPTION = """\
 pfc compiles one packet-filter policy language to every Linux hook (classic BPF, eBPF

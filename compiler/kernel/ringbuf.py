@@ -5,8 +5,9 @@ what is there now (``ring_buffer__consume``), :meth:`~RingBuffer.poll` waits up 
 timeout for more (``ring_buffer__poll``: epoll on the map fd). The map fd is the
 caller's (a loaded object's map, or one found by id with
 :func:`pfc.kernel.bpf_attach.prog_map_fd`); libbpf mmaps the ring and duplicates
-nothing, so the fd must stay open while the reader lives. ``close()`` (or leaving the
-``with`` block) frees libbpf's reader.
+nothing, so the fd must stay open while the reader lives. :meth:`~RingBuffer.add`
+reads more maps in the same stream (``pfc log`` on a device with XDP and tc).
+``close()`` (or leaving the ``with`` block) frees libbpf's reader.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ _SAMPLE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ct
 _SIGNATURES = {
     "ring_buffer__new": (ctypes.c_void_p, [ctypes.c_int, _SAMPLE_FN, ctypes.c_void_p,
                                            ctypes.c_void_p]),
+    "ring_buffer__add": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, _SAMPLE_FN,
+                                        ctypes.c_void_p]),
     "ring_buffer__poll": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
     "ring_buffer__consume": (ctypes.c_int, [ctypes.c_void_p]),
     "ring_buffer__free": (None, [ctypes.c_void_p]),
@@ -50,6 +53,12 @@ class RingBuffer:
             raise BpfError(ctypes.get_errno() or 22, f"ring_buffer__new on fd {map_fd}",
                            cap.text)
         self._handle: int | None = handle
+
+    def add(self, map_fd: int) -> None:
+        """Read another ring buffer map too (records of all come in one stream)."""
+        ret = _lib().ring_buffer__add(self._handle, map_fd, self._callback, None)
+        if ret < 0:
+            raise BpfError(-ret, f"ring_buffer__add of fd {map_fd}")
 
     def _sample(self, ctx, data, size) -> int:
         self._records.append(ctypes.string_at(data, size))

@@ -9,17 +9,25 @@ event (line, verdict, audit, prefix, the first ``snap`` bytes) in order.
 
 from __future__ import annotations
 
+import json
 import random
+import select
+import subprocess
+import sys
+import time
 
 import pytest
 
 from pfc import backends
 from pfc.backends.base import capability_errors
 from pfc.backends.ebpf import events as ebpf_events
+from pfc.backends.ebpf import maps as ebpf_maps
 from pfc.backends.ebpf import run as ebpf_run
 from pfc.backends.ebpf.backend import HOOKS, render
 from pfc.build import build_artifact
+from pfc.deploy.tc import TC_HANDLE, TC_PRIORITY
 from pfc.frontend.pipeline import compile_text
+from pfc.kernel import bpf_attach, netns
 from pfc.oracle import framebuild as fb
 from pfc.oracle import gen
 from pfc.oracle.interp import run
@@ -135,6 +143,63 @@ def test_a_flood_within_one_instant_gets_count_plus_burst() -> None:
     frames = [f for f in frames if f[23] == 17 or f[20] == 17][:30]
     got = check_timed(artifact, frames, [5] * len(frames))
     assert sum(len(e) for e in got.events) == 15
+
+
+# ------------------------------------------------------------------- pfc log --dev
+
+def _attach(artifact, lab, hook: str, obj) -> None:
+    fd = obj.programs[artifact.meta["program"]].fd
+    if hook == "xdp":
+        bpf_attach.xdp_attach(lab.dut_index, fd, "generic")
+    else:
+        bpf_attach.tc_hook_create(lab.dut_index)
+        bpf_attach.tc_attach(lab.dut_index, fd, TC_HANDLE, TC_PRIORITY, False)
+
+
+@kernel
+@pytest.mark.parametrize("hook", ("xdp", "tc"))
+def test_pfc_log_shows_an_event_within_a_second_of_its_packet(hook: str) -> None:
+    """``pfc log --dev`` (a process of its own, in the lab's namespace) prints the
+    events of packets sent on the veth pair, each carrying a sequence number: sent every
+    50 ms until the first event shows (the reader is up), then one more, timed from its
+    send to its line."""
+    artifact = compiled('log udp dport 5000 prefix "lab" snap 80\npass\n', hook)
+    with netns.lab() as lab, ebpf_maps.open_filled(artifact) as obj:
+        _attach(artifact, lab, hook, obj)
+        cmd = [sys.executable, "-m", "pfc.cli", "log", "--dev", lab.dut, "--netns", lab.name,
+               "--format", "json", "--timeout", "30"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        inject = netns.Injector(lab.inj)
+        try:
+            seq = 0
+            while proc.poll() is None and seq < 600 and \
+                    not select.select([proc.stdout], [], [], 0.05)[0]:
+                inject.send(_udp(lab, seq))
+                seq += 1
+            first = json.loads(proc.stdout.readline())
+            sent = time.monotonic()
+            inject.send(_udp(lab, 1000))
+            while _seq(second := json.loads(proc.stdout.readline())) != 1000:
+                pass  # the events of the packets sent before the reader was up
+            latency = time.monotonic() - sent
+        finally:
+            inject.close()
+            proc.kill()
+            proc.wait()
+    assert (first["line"], first["prefix"], first["verdict"]) == (1, "lab", "pass")
+    assert first["dst"] == "192.168.0.79:5000" and first["ifindex"] == lab.dut_index
+    assert second["prefix"] == "lab"
+    assert latency < 1.0, latency
+
+
+def _seq(event: dict) -> int:
+    return int(event["bytes"][-8:], 16)
+
+
+def _udp(lab, seq: int) -> bytes:
+    src, dst = bytes((10, 0, 0, 1)), bytes((192, 168, 0, 79))
+    packet = fb.ipv4(src, dst, 17, fb.udp(src, dst, 4000, 5000, seq.to_bytes(4, "big")))
+    return fb.ethernet(lab.dut_mac, lab.inj_mac, 0x0800, packet)
 
 
 # ------------------------------------------------------------------------ no kernel
