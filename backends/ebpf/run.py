@@ -135,11 +135,16 @@ def observed_counters(artifact: Artifact, obj: bpf.Object) -> dict[int | str, tu
 
 
 def run(artifact: Artifact, frames: list[bytes]) -> Observation:
-    """Every frame through the artifact's program; counters reset before, read after."""
+    """Every frame through the artifact's program; counters reset before, read after.
+    A program with token buckets sees each frame later than the last by more than any
+    bucket takes to refill (``meta["clock_spacing"]``, on its clock map): every frame
+    finds full buckets, as the interpreter judges a frame alone (the first of a
+    sequence); :func:`run_timed` runs sequences."""
     obj = loaded(artifact)
     hook = artifact.hook
     prog = obj.programs[artifact.meta["program"]]
     obj.maps[artifact.meta["counters"]].reset()
+    tick = _frame_clock(artifact, obj)
     verdicts: list[ir.Verdict | None] = [None] * len(frames)
     outs: list[bytes | None] = [None] * len(frames)
     later = []
@@ -147,12 +152,27 @@ def run(artifact: Artifact, frames: list[bytes]) -> Observation:
         if hook == "tc" and len(frame) >= 14 and tc_refuses(frame):
             later.append(i)
             continue
+        tick()
         verdicts[i], outs[i] = test_run(hook, prog, frame)
     if later:
-        for i, (verdict, out) in zip(later, run_attached_tc(prog, [frames[i] for i in later]),
-                                     strict=True):
+        for i, (verdict, out) in zip(later, run_attached_tc(prog, [frames[i] for i in later],
+                                                            tick), strict=True):
             verdicts[i], outs[i] = verdict, out
     return Observation(verdicts, outs, observed_counters(artifact, obj))
+
+
+def _frame_clock(artifact: Artifact, obj: bpf.Object):
+    """What moves the clock map on by ``meta["clock_spacing"]`` (a no-op without)."""
+    from pfc.backends.ebpf.events import CLOCK_MAP
+
+    clock, spacing = obj.maps.get(CLOCK_MAP), artifact.meta.get("clock_spacing")
+    if clock is None or not spacing:
+        return lambda: None
+
+    def tick() -> None:
+        now = int.from_bytes(clock.lookup(0)[0], "little")
+        clock.update(0, (max(now, CLOCK_BASE) + spacing).to_bytes(8, "little"))
+    return tick
 
 
 # ------------------------------------------------------------------- timed sequences
@@ -209,9 +229,11 @@ def run_timed(artifact: Artifact, frames: list[bytes], times: list[int]) -> Time
 
 # ------------------------------------------------------------------- the real tc hook
 
-def run_attached_tc(prog: bpf.Program, frames: list[bytes]) -> list[tuple[ir.Verdict, bytes]]:
+def run_attached_tc(prog: bpf.Program, frames: list[bytes],
+                    before=None) -> list[tuple[ir.Verdict, bytes]]:
     """Frames through the program attached at clsact ingress of a veth (IPv4 and IPv6
-    EtherTypes only: the marker frames that end each step never meet it).
+    EtherTypes only: the marker frames that end each step never meet it); ``before()``,
+    if given, runs before each frame is sent.
 
     A frame the program passes reaches the packet sockets bound to its EtherType, which
     the kernel serves after tc ingress; a marker seen by an ETH_P_ALL socket (served
@@ -234,6 +256,8 @@ def run_attached_tc(prog: bpf.Program, frames: list[bytes]) -> list[tuple[ir.Ver
         inject = netns.Injector(lab.inj)
         try:
             for seq, frame in enumerate(frames):
+                if before is not None:
+                    before()
                 out.append(_step(frame, seq, lab, inject, every, taps))
         finally:
             inject.close()

@@ -32,10 +32,12 @@ from pfc.oracle import framebuild as fb
 from pfc.oracle import gen
 from pfc.oracle.interp import run
 from pfc.passes.audit import audited
-from pfc.verifier.equiv import decided_counters, expected_counters
+from pfc.verifier.equiv import compare, decided_counters, expected_counters
 from tests.backends.test_ebpf import kernel
+from tests.paths import GOLDEN
 
 MAC = b"\x02\0\0\0\0\x01"
+NSEC = 1_000_000_000
 POLICY = """\
 log tcp dport 80 prefix "web: in" rate 5/second snap 64
 log udp dport 53 snap 0
@@ -136,6 +138,20 @@ def test_audit_mode_passes_everything_and_logs_each_would_be_drop(hook: str) -> 
 
 
 @kernel
+@pytest.mark.parametrize("hook", HOOKS)
+def test_frame_by_frame_each_frame_finds_full_buckets(hook: str) -> None:
+    """``pfc verify``'s comparison (``equiv.compare``, one frame at a time, malformed
+    frames and the real tc hook for frames test runs refuse) on the stateful policy:
+    the runner moves the clock on by a refill between frames, so each frame is the
+    first of a sequence, as the interpreter judges it alone."""
+    artifact = compiled(POLICY, hook)
+    assert artifact.meta["clock_spacing"] == 2 * NSEC + 1  # 5/second: 10 tokens of 0.2 s
+    frames = gen.sample(artifact.policy, 150, seed=22) + [frame(random.Random(3))] * 30
+    report = compare(artifact, backends.get(hook), frames)
+    assert report.ok, report.summary()
+
+
+@kernel
 def test_a_flood_within_one_instant_gets_count_plus_burst() -> None:
     """All frames at one time: a log rate of 10/second with burst 5 sends 15 events."""
     artifact = compiled('log udp prefix "flood" rate 10/second\npass\n', "xdp")
@@ -203,6 +219,13 @@ def _udp(lab, seq: int) -> bytes:
 
 
 # ------------------------------------------------------------------------ no kernel
+
+@pytest.mark.parametrize("hook", HOOKS)
+def test_golden_program(hook: str, golden) -> None:
+    """The C of the policy above (``--update-golden`` rewrites it)."""
+    text = render(compile_text(POLICY, "ebpf-flow.pf").require(), hook)
+    golden(GOLDEN / "ebpf-flow" / f"{hook}.c", text)
+
 
 def test_event_records_decode_to_the_oracle_shape() -> None:
     head = ebpf_events.HEAD.pack(7, 3, 60, 4, 1, 1, b"web".ljust(32, b"\0"))
