@@ -99,6 +99,9 @@ PFC_FN void pfc_count(__u32 slot, __u64 bytes)
 /* A terminal rule decided: count it once, where the program ends. */
 #define PFC_DECIDE(s, v) do { slot = (s); verdict = (v); goto decided; } while (0)
 
+/* Shared code is a BPF subprogram (a call), not inlined into every rule: a policy of
+ * 300 rate-limited rules is 300 calls, not 300 copies. */
+#define PFC_SUB static __noinline __attribute__((unused))
 #define PFC_EV_PARAMS struct __sk_buff *skb
 #define PFC_EV_ARGS skb
 #define PFC_EV_LEN() skb->len
@@ -135,24 +138,36 @@ PFC_FN __u64 pfc_now(void)
 /* A token bucket in one word: Z + 2^62, Z the time (ns) it would be empty at; 0 before
  * its first packet (then it is full). tokens = min(now - Z, most); a packet within the
  * rate takes cost. pfc.oracle.flow.Bucket's arithmetic, swapped with cmpxchg so every
- * CPU shares the one bucket; after 8 lost races the packet counts as over the rate. */
+ * CPU shares the one bucket; after PFC_TRIES lost races the packet counts as over the
+ * rate (more tries multiply the paths the verifier walks: 8 made 100 rules too many). */
 #define PFC_Z0 (1ULL << 62)
+#define PFC_TRIES 2
 
-PFC_FN int pfc_take(__u64 *s, __u64 cost, __u64 most)
+PFC_SUB int pfc_take_swap(__u64 *s, __u64 cost, __u64 most, __u64 now)
 {
-	if (!s)
-		return 0;
-	__u64 now = pfc_now();
-	for (int i = 0; i < 8; i++) {
+#pragma clang loop unroll(disable) /* a bounded loop */
+	for (int i = 0; i < PFC_TRIES; i++) {
 		__u64 old = *(volatile __u64 *)s, floor = PFC_Z0 + now - most;
 		__u64 z = old > floor ? old : floor;
 		int within = PFC_Z0 + now - z >= cost;
 		__u64 next = within ? z + cost : z;
 
 		if (next == old || __sync_val_compare_and_swap(s, old, next) == old)
-			return within; /* over the rate with nothing to cap: no write */
+			return within;
 	}
 	return 0;
+}
+
+/* Inline, the case of a flood: over the rate with nothing to cap, nothing to write. */
+PFC_FN int pfc_take(__u64 *s, __u64 cost, __u64 most)
+{
+	if (!s)
+		return 0;
+	__u64 now = pfc_now(), old = *(volatile __u64 *)s;
+
+	if (old > PFC_Z0 + now - most && PFC_Z0 + now - old < cost)
+		return 0;
+	return pfc_take_swap(s, cost, most, now);
 }
 
 /* One bucket per rule and IP version (entry, entry + 1 for IPv6). */
@@ -183,13 +198,24 @@ struct {
 	__type(value, __u64);
 } pfc_per SEC(".maps");
 
+/* The bucket of address k (a new one, full, if it has none): 1 within the rate. */
+PFC_SUB int pfc_per_within(struct pfc_addr *k, __u64 cost, __u64 most)
+{
+	__u64 zero = 0, *s = bpf_map_lookup_elem(&pfc_per, k);
+
+	if (!s) {
+		bpf_map_update_elem(&pfc_per, k, &zero, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&pfc_per, k);
+	}
+	return pfc_take(s, cost, most);
+}
+
 /* 1: the packet is over the rate of its address's bucket; 0: within it, or no address
  * (the rule does not hold). The address at ip + off (IPv4: off4, IPv6: off6). */
 PFC_FN int pfc_over_per(__u32 rule, pfc_cur ip, __u32 etype, __u32 off4, __u32 off6,
 			__u64 cost, __u64 most, PFC_CTX_PARAMS)
 {
 	struct pfc_addr k = { .rule = rule };
-	__u64 zero = 0, *s;
 
 	if (etype == ETH_IP4) {
 		if (!HAVE(ip, off4 + 4))
@@ -205,12 +231,7 @@ PFC_FN int pfc_over_per(__u32 rule, pfc_cur ip, __u32 etype, __u32 off4, __u32 o
 	} else {
 		return 0;
 	}
-	s = bpf_map_lookup_elem(&pfc_per, &k);
-	if (!s) {
-		bpf_map_update_elem(&pfc_per, &k, &zero, BPF_NOEXIST);
-		s = bpf_map_lookup_elem(&pfc_per, &k);
-	}
-	return !pfc_take(s, cost, most);
+	return !pfc_per_within(&k, cost, most);
 }
 
 /* Events: this head, then the first caplen bytes of the frame as the hook sees it
@@ -231,31 +252,50 @@ struct {
 	__uint(max_entries, 262144);
 } pfc_events SEC(".maps");
 
-PFC_FN void pfc_event(PFC_EV_PARAMS, __u32 line, __u32 verdict, __u32 audit, __u64 p0,
-		      __u64 p1, __u64 p2, __u64 p3, const __u32 snap)
+/* What an event says, built by each rule on its stack (pfc_event) for the one copy of
+ * the code that sends it (pfc_emit). */
+struct pfc_ev {
+	__u64 prefix[4];
+	__u32 line;
+	__u32 verdict;
+	__u32 audit;
+	__u32 snap;
+};
+
+/* Every record has room for the largest snap: the reserved size must be a constant. */
+#define PFC_SNAP_MAX 200
+
+PFC_SUB void pfc_emit(PFC_EV_PARAMS, const struct pfc_ev *a)
 {
-	struct pfc_event *e = bpf_ringbuf_reserve(&pfc_events, sizeof(*e) + snap, 0);
-	__u32 len = PFC_EV_LEN();
-	__u64 n = len < snap ? len : snap;
+	struct pfc_event *e = bpf_ringbuf_reserve(&pfc_events, sizeof(*e) + PFC_SNAP_MAX, 0);
+	__u32 len = PFC_EV_LEN(), snap = a->snap;
+	__u64 n;
 
 	if (!e) {
 		pfc_count(7, 0); /* no room: counted as lost */
 		return;
 	}
-	e->line = line;
+	n = len < snap ? len : snap;
+	e->line = a->line;
 	e->ifindex = PFC_EV_IFINDEX();
 	e->len = len;
-	e->verdict = verdict;
-	e->audit = audit;
-	e->prefix[0] = p0;
-	e->prefix[1] = p1;
-	e->prefix[2] = p2;
-	e->prefix[3] = p3;
-	barrier_var(n); /* one register, tested and passed: the verifier sees 1 <= n <= snap */
-	if (n >= 1 && n <= snap && PFC_EV_LOAD((void *)(e + 1), n))
+	e->verdict = a->verdict;
+	e->audit = a->audit;
+	for (int i = 0; i < 4; i++)
+		e->prefix[i] = a->prefix[i];
+	barrier_var(n); /* one register, tested and passed: the verifier sees 1 <= n <= max */
+	if (n >= 1 && n <= PFC_SNAP_MAX && PFC_EV_LOAD((void *)(e + 1), n))
 		n = 0;
 	e->caplen = n;
 	bpf_ringbuf_submit(e, 0);
+}
+
+PFC_FN void pfc_event(PFC_EV_PARAMS, __u32 line, __u32 verdict, __u32 audit, __u64 p0,
+		      __u64 p1, __u64 p2, __u64 p3, __u32 snap)
+{
+	struct pfc_ev a = { { p0, p1, p2, p3 }, line, verdict, audit, snap };
+
+	pfc_emit(PFC_EV_ARGS, &a);
 }
 
 
