@@ -257,3 +257,10 @@ def test_policies_without_the_features_keep_their_program() -> None:
     assert "pfc_events" not in text and "pfc_clock" not in text
     assert "pfc_event(" not in render(audited(compile_text("pass\n", "p.pf").require()),
                                       "tc")
+
+
+def test_pfc_log_without_such_a_device_exits_2(capsys) -> None:
+    from pfc.cli.main import main
+
+    assert main(["log", "--dev", "pfc-no-such0", "--timeout", "0"]) == 2
+    assert "no device pfc-no-such0" in capsys.readouterr().err
