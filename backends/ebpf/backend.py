@@ -89,8 +89,8 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
     meta = {"program": PROGRAM[hook], "counters": COUNTERS_MAP,
             "counter_slots": plan.slots.meta(),
             "count_rules": [r.index for r in policy.count_rules]}
-    if plan.flow is not None and plan.flow.clock:  # run.run: each frame a first frame
-        meta["clock_spacing"] = plan.flow.refill + 1
+    if plan.flow is not None and plan.flow.clock:  # token buckets: run.run, a sequence
+        meta["clock"] = "pfc_clock"
     data, notes = {}, []
     if plan.sets:
         meta |= {"maps": ebpf_maps.maps_meta(plan.sets), "maps_file": f"{stem}.maps.json",

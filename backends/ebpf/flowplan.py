@@ -75,7 +75,6 @@ class ProgramFlow:
     events: bool  # pfc_events is needed
     default_event: EventPlan | None  # an audited default drop
     clock: bool  # a bucket reads the clock
-    refill: int = 0  # ns after which every bucket is full again, however empty it was
     snap_max: int = 0  # the largest snap of an event: every record has room for it
     per_entries: int = PER_ENTRIES
     events_bytes: int = EVENTS_BYTES
@@ -159,8 +158,7 @@ def program_flow(policy: ir.Policy, flows: dict[int, RuleFlow]) -> ProgramFlow |
     buckets = sum(uses_buckets(f) for f in flows.values())
     per = any(f.limit is not None and f.limit.per for f in flows.values())
     events = default is not None or any(f.event is not None for f in flows.values())
-    refill = max((b.most for f in flows.values() for b in (f.limit, f.rate) if b), default=0)
     snaps = [f.event.snap for f in flows.values() if f.event] + ([default.snap] if default
                                                                 else [])
-    return ProgramFlow(buckets, per, events, default, bool(buckets) or per, refill,
+    return ProgramFlow(buckets, per, events, default, bool(buckets) or per,
                        max(snaps, default=0))

@@ -22,8 +22,11 @@ What the test-run interface does (net/bpf/test_run.c, measured on Linux 6.18):
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from pfc.backends.base import Artifact
@@ -136,43 +139,51 @@ def observed_counters(artifact: Artifact, obj: bpf.Object) -> dict[int | str, tu
 
 def run(artifact: Artifact, frames: list[bytes]) -> Observation:
     """Every frame through the artifact's program; counters reset before, read after.
-    A program with token buckets sees each frame later than the last by more than any
-    bucket takes to refill (``meta["clock_spacing"]``, on its clock map): every frame
-    finds full buckets, as the interpreter judges a frame alone (the first of a
-    sequence); :func:`run_timed` runs sequences."""
-    obj = loaded(artifact)
+
+    A program with token buckets (``log ... rate``, ``limit``) judges the frames as one
+    ordered sequence at one instant, from empty state: a freshly loaded object, its
+    clock map (``pfc_clock``) holding one time for the whole run — what the
+    interpreter gives for a sequence whose times are all 0 (``equiv.compare`` judges a
+    stateful policy so); :func:`run_timed` runs sequences at given times. The frames
+    tc test runs refuse then go through the real hook in order with the others."""
+    stateful = bool(artifact.meta.get("clock"))
+    if stateful and _privileges():
+        raise KernelUnavailable(_privileges())
+    obj = ebpf_maps.open_filled(artifact) if stateful else loaded(artifact)
+    try:
+        return _run(artifact, obj, frames, stateful)
+    finally:
+        if stateful:
+            obj.close()
+
+
+def _run(artifact: Artifact, obj: bpf.Object, frames: list[bytes],
+         stateful: bool) -> Observation:
+    from pfc.backends.ebpf.events import CLOCK_MAP
+
     hook = artifact.hook
     prog = obj.programs[artifact.meta["program"]]
     obj.maps[artifact.meta["counters"]].reset()
-    tick = _frame_clock(artifact, obj)
+    if stateful:
+        obj.maps[CLOCK_MAP].update(0, CLOCK_BASE.to_bytes(8, "little"))
     verdicts: list[ir.Verdict | None] = [None] * len(frames)
     outs: list[bytes | None] = [None] * len(frames)
-    later = []
-    for i, frame in enumerate(frames):
-        if hook == "tc" and len(frame) >= 14 and tc_refuses(frame):
-            later.append(i)
-            continue
-        tick()
-        verdicts[i], outs[i] = test_run(hook, prog, frame)
-    if later:
-        for i, (verdict, out) in zip(later, run_attached_tc(prog, [frames[i] for i in later],
-                                                            tick), strict=True):
+    refused = {i for i, f in enumerate(frames)
+               if hook == "tc" and len(f) >= 14 and tc_refuses(f)}
+    if refused and stateful:  # the order matters: one lab, each frame in turn
+        with attached_tc(prog) as step:
+            for i, frame in enumerate(frames):
+                verdicts[i], outs[i] = step(frame) if i in refused else \
+                    test_run(hook, prog, frame)
+    else:
+        for i, frame in enumerate(frames):
+            if i not in refused:
+                verdicts[i], outs[i] = test_run(hook, prog, frame)
+        later = sorted(refused)
+        for i, (verdict, out) in zip(later, run_attached_tc(prog, [frames[i] for i in later]),
+                                     strict=True) if later else ():
             verdicts[i], outs[i] = verdict, out
     return Observation(verdicts, outs, observed_counters(artifact, obj))
-
-
-def _frame_clock(artifact: Artifact, obj: bpf.Object):
-    """What moves the clock map on by ``meta["clock_spacing"]`` (a no-op without)."""
-    from pfc.backends.ebpf.events import CLOCK_MAP
-
-    clock, spacing = obj.maps.get(CLOCK_MAP), artifact.meta.get("clock_spacing")
-    if clock is None or not spacing:
-        return lambda: None
-
-    def tick() -> None:
-        now = int.from_bytes(clock.lookup(0)[0], "little")
-        clock.update(0, (max(now, CLOCK_BASE) + spacing).to_bytes(8, "little"))
-    return tick
 
 
 # ------------------------------------------------------------------- timed sequences
@@ -229,22 +240,27 @@ def run_timed(artifact: Artifact, frames: list[bytes], times: list[int]) -> Time
 
 # ------------------------------------------------------------------- the real tc hook
 
-def run_attached_tc(prog: bpf.Program, frames: list[bytes],
-                    before=None) -> list[tuple[ir.Verdict, bytes]]:
+def run_attached_tc(prog: bpf.Program, frames: list[bytes]) -> list[tuple[ir.Verdict, bytes]]:
     """Frames through the program attached at clsact ingress of a veth (IPv4 and IPv6
-    EtherTypes only: the marker frames that end each step never meet it); ``before()``,
-    if given, runs before each frame is sent.
+    EtherTypes only: the marker frames that end each step never meet it).
 
     A frame the program passes reaches the packet sockets bound to its EtherType, which
     the kernel serves after tc ingress; a marker seen by an ETH_P_ALL socket (served
     before tc) after it proves the frame was processed."""
+    with attached_tc(prog) as step:
+        return [step(frame) for frame in frames]
+
+
+@contextlib.contextmanager
+def attached_tc(prog: bpf.Program) -> Iterator[Callable[[bytes], tuple[ir.Verdict, bytes]]]:
+    """:func:`run_attached_tc`'s lab, up while the block runs: ``step(frame)`` sends one
+    frame through the real hook (test runs may go on in between, in order)."""
     from pyroute2 import IPRoute
 
     from pfc.kernel import netns
 
     if netns.missing_privileges():
         raise KernelUnavailable(netns.missing_privileges())
-    out = []
     with netns.lab() as lab, IPRoute() as ipr, netns.one_cpu():
         ipr.tc("add", "clsact", lab.dut_index)
         for prio, proto in enumerate((ETH_P_IP, ETH_P_IPV6), start=1):
@@ -254,17 +270,14 @@ def run_attached_tc(prog: bpf.Program, frames: list[bytes],
         taps = {p: netns.packet_socket(lab.dut, p) for p in (ETH_P_IP, ETH_P_IPV6)}
         every = netns.packet_socket(lab.dut)
         inject = netns.Injector(lab.inj)
+        seq = itertools.count()
         try:
-            for seq, frame in enumerate(frames):
-                if before is not None:
-                    before()
-                out.append(_step(frame, seq, lab, inject, every, taps))
+            yield lambda frame: _step(frame, next(seq), lab, inject, every, taps)
         finally:
             inject.close()
             every.close()
             for s in taps.values():
                 s.close()
-    return out
 
 
 def _step(frame, seq, lab, inject, every, taps) -> tuple[ir.Verdict, bytes | None]:

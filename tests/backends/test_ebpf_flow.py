@@ -30,14 +30,13 @@ from pfc.frontend.pipeline import compile_text
 from pfc.kernel import bpf_attach, netns
 from pfc.oracle import framebuild as fb
 from pfc.oracle import gen
-from pfc.oracle.interp import run
+from pfc.oracle.interp import evaluate, new_flow, run
 from pfc.passes.audit import audited
-from pfc.verifier.equiv import compare, decided_counters, expected_counters
+from pfc.verifier.equiv import decided_counters, expected_counters
 from tests.backends.test_ebpf import kernel
 from tests.paths import GOLDEN
 
 MAC = b"\x02\0\0\0\0\x01"
-NSEC = 1_000_000_000
 POLICY = """\
 log tcp dport 80 prefix "web: in" rate 5/second snap 64
 log udp dport 53 snap 0
@@ -139,16 +138,26 @@ def test_audit_mode_passes_everything_and_logs_each_would_be_drop(hook: str) -> 
 
 @kernel
 @pytest.mark.parametrize("hook", HOOKS)
-def test_frame_by_frame_each_frame_finds_full_buckets(hook: str) -> None:
-    """``pfc verify``'s comparison (``equiv.compare``, one frame at a time, malformed
-    frames and the real tc hook for frames test runs refuse) on the stateful policy:
-    the runner moves the clock on by a refill between frames, so each frame is the
-    first of a sequence, as the interpreter judges it alone."""
+def test_the_runner_judges_a_sequence_at_one_instant(hook: str) -> None:
+    """``Backend.run`` (what ``pfc verify`` uses): the frames as the hook sees them, as
+    one ordered sequence at one instant from empty buckets, against the interpreter
+    judging them so (one flow, every time 0); malformed frames, bursts from one source,
+    and on tc the frames test runs refuse, through the real hook in their turn."""
     artifact = compiled(POLICY, hook)
-    assert artifact.meta["clock_spacing"] == 2 * NSEC + 1  # 5/second: 10 tokens of 0.2 s
-    frames = gen.sample(artifact.policy, 150, seed=22) + [frame(random.Random(3))] * 30
-    report = compare(artifact, backends.get(hook), frames)
-    assert report.ok, report.summary()
+    assert artifact.meta["clock"] == "pfc_clock"
+    rng = random.Random(3)
+    frames = gen.sample(artifact.policy, 120, seed=22) + [frame(rng) for _ in range(60)]
+    frames += [fb.ethernet(MAC, MAC, 0x0800, fb.ipv4(SOURCES4[0], DST4, 17, b""))[:30]] * 3
+    rng.shuffle(frames)
+    views = [(f, v) for f in frames if (v := backends.get(hook).view(hook, f)) is not None]
+    flow = new_flow(artifact.policy)
+    expected = [evaluate(artifact.policy, v, skip_tag=v == f, flow=flow, now=0)
+                for f, v in views]
+    got = ebpf_run.run(artifact, [v for _, v in views])
+    assert got.verdicts == [o.verdict for o in expected]
+    assert got.counters == {**expected_counters(artifact.policy, expected),
+                            **decided_counters(artifact.policy, expected)}
+    assert any(v.value == "drop" for v in got.verdicts)
 
 
 @kernel
