@@ -6,15 +6,15 @@
    with ``repeat`` on a frame both rules hold on (the kernel reports the mean ns per
    run; the programs' runs alternate A B A B ... for several rounds, so drift hits
    all alike). The log program's ring buffer is read at the end: a bucket of 10/s
-   with the default burst 5 holds 15 tokens, so a flood of T seconds may send at most
-   ``15 + 10 T`` events.
+   holding C tokens (``Rate.capacity``) may send at most ``C + 10 T`` events in a flood
+   of T seconds.
 2. **limit per source.** ``drop udp limit rate 1000/second per src`` on XDP under a
    flood from 100 sources, each sending 3,000 frames a second at jittered times: one
    test run per frame at its time (written to the program's clock map, ``pfc_clock``:
    an XDP test run with ``repeat`` > 1 costs 20-40 ms of wall time whatever the count,
    measured, so a real-time flood of single runs from Python cannot offer 100 × 1,000
    frames a second). Each source's passes are counted after a 0.75 s warm-up (the
-   initial 1,005 tokens are gone after 0.5 s) over a one-second window.
+   initial tokens, at most 1,005, are gone after 0.5 s) over a one-second window.
 
     sudo .venv/bin/python benchmarks/ebpf_flow.py [--repeat N] [--rounds R] [--seconds S]
 """
@@ -43,6 +43,7 @@ RESULTS = HERE / "results" / "ebpf_flow.json"
 LOGGED = "log udp dport 53 rate 10/second\ndrop udp dport 53\n"
 PLAIN = "drop udp dport 53\n"
 COUNTED = "count udp dport 53\ndrop udp dport 53\n"
+CAPACITY = compile_text(LOGGED, "bench.pf").require().rules[0].action.rate.capacity
 LIMITED = "drop udp limit rate 1000/second per src\n"
 NSEC = 1_000_000_000
 
@@ -86,7 +87,8 @@ def log_flood(hook: str, repeat: int, rounds: int) -> dict:
             "ratio_to_count": round(mean["log"] / mean["count"], 3),
             "ratio_to_plain": round(mean["log"] / mean["plain"], 3),
             "log_packets": repeat * rounds, "seconds": round(seconds, 3),
-            "events": events, "events_bound": int(15 + 10 * seconds)}
+            "events": events, "bucket": CAPACITY,
+            "events_bound": int(CAPACITY + 10 * seconds)}
 
 
 # ----------------------------------------------------------------- limit per source
@@ -198,7 +200,8 @@ def main() -> None:
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print("log rate 10/second under a flood (BPF_PROG_TEST_RUN, real clock): ns/packet")
     print(f"{'hook':5} {'drop':>6} {'count+drop':>11} {'log+drop':>9} {'log/count':>10} "
-          f"{'log/drop':>9} {'packets':>9} {'seconds':>8} {'events':>7} {'bound':>6}")
+          f"{'log/drop':>9} {'packets':>9} {'seconds':>8} {'events':>7} {'bound':>6}"
+          f"  (a bucket of {CAPACITY})")
     for r in logs:
         print(f"{r['hook']:5} {r['ns_plain']:6.2f} {r['ns_count']:11.2f} {r['ns_log']:9.2f} "
               f"{r['ratio_to_count']:10.3f} {r['ratio_to_plain']:9.3f} "
