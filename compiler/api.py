@@ -301,37 +301,20 @@ def status(dev: str | None = None, netns: str | None = None) -> list[Status]:
 dry_run_ = dry_run  # apply's keyword ``dry_run`` shadows the function
 
 
-def log_events(dev: str, *, netns: str | None = None, group: int = 20,
+def log_events(dev: str, *, netns: str | None = None,
+               targets: tuple[str, ...] = ("xdp", "tc", "nft", "iptables"),
+               group: int = 20, timeout: float | None = None,
                ready: Callable[[], None] | None = None) -> Iterator[LogEvent]:
-    """``pfc log``: the log events of pfc's nft and iptables rules (NFLOG ``group``,
-    docs/language.md "Log events") for packets that came in on ``dev`` (in namespace
-    ``netns``), as they happen. ``ready`` is called once the listener is bound (events
-    before that are lost). OSError when the group cannot be bound (EBUSY: another
-    listener has it; EPERM: not root)."""
-    import socket
-
+    """``pfc log``: the log events (docs/language.md "Log events") of pfc's rules on
+    ``targets`` for packets that came in on ``dev`` (in namespace ``netns``), as they
+    happen, for ``timeout`` seconds (None: until the caller stops): the XDP and tc
+    programs' ring buffers and NFLOG ``group`` (nft, iptables). ``ready`` is called once
+    everything listens (events before that are lost). LoadError: no such device, or
+    only eBPF hooks asked for and none has a program with events; OSError when the
+    NFLOG group cannot be bound (EBUSY: another listener has it; EPERM: not root)."""
     from pfc.backends.base import check_dev
-    from pfc.kernel import netns as namespaces
-    from pfc.kernel.nflog import Listener
-    from pfc.oracle.events import parse_prefix
+    from pfc.deploy.events import stream
 
     check_dev(dev)
-    with namespaces.inside(netns) if netns else _nothing():
-        index = socket.if_nametoindex(dev)
-        listener = Listener(group)
-    try:
-        if ready is not None:
-            ready()
-        while True:
-            for m in listener.receive(None):
-                head = parse_prefix(m.prefix)
-                if head is not None and m.indev == index:
-                    line, verdict, audit, prefix = head
-                    yield LogEvent(line, verdict, audit, prefix, m.payload, False, m.indev)
-    finally:
-        listener.close()
-
-
-def _nothing():
-    import contextlib
-    return contextlib.nullcontext()
+    return stream.events(dev, netns=netns, targets=targets, group=group, timeout=timeout,
+                         ready=ready)

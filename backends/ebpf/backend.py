@@ -46,7 +46,8 @@ HOOKS = ("socket", "tc", "xdp")
 PROGRAM = {h: f"pfc_{h}" for h in HOOKS}
 COUNTERS_MAP = counters.COUNTERS_MAP
 ETH_HLEN = 14
-ALL_FEATURES = frozenset(("count", "redirect", "payload", "ipv6", "non-ip"))
+ALL_FEATURES = frozenset(("count", "redirect", "payload", "ipv6", "non-ip", "log", "limit",
+                          "audit"))
 DESCRIPTIONS = {
     "socket": "eBPF socket filter (SO_ATTACH_BPF on a packet socket); C and ELF object",
     "tc": "eBPF tc clsact ingress, direct action (cls_bpf); C and ELF object",
@@ -88,6 +89,8 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
     meta = {"program": PROGRAM[hook], "counters": COUNTERS_MAP,
             "counter_slots": plan.slots.meta(),
             "count_rules": [r.index for r in policy.count_rules]}
+    if plan.flow is not None and plan.flow.clock:  # token buckets: run.run, a sequence
+        meta["clock"] = "pfc_clock"
     data, notes = {}, []
     if plan.sets:
         meta |= {"maps": ebpf_maps.maps_meta(plan.sets), "maps_file": f"{stem}.maps.json",

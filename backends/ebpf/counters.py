@@ -21,6 +21,9 @@ Layout (the contract with the loader, docs/ebpf.md "Counters"):
   (``XDP_DROP``, ``TC_ACT_SHOT``, socket 0) and counts it in ``not_ready``: an object
   attached without its maps filled (``ip link set dev D xdp obj F``) fails closed.
   :func:`pfc.backends.ebpf.maps.open_filled` sets it last.
+- ``log`` rules have no slot (their output is the ring buffer ``pfc_events``); a program
+  that sends events (``log`` rules, audited drops) has a ``lost`` slot after the others:
+  the events the ring buffer had no room for (packets; bytes 0).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ COUNTERS_MAP = "pfc_counters"
 READY_MAP = "pfc_ready"
 DEFAULT = DEFAULT_COUNTER  # the key of the default's counter in what ``read`` returns
 NOT_READY = "not_ready"
+LOST = "lost"
 
 
 @dataclass(frozen=True)
@@ -47,11 +51,12 @@ class Slots:
     rules: dict[int, int]  # rule index -> slot
     default: int
     not_ready: int | None  # None: no ready map
+    lost: int | None = None  # None: the program sends no events
 
     @property
     def entries(self) -> int:
         """``max_entries`` of the array."""
-        return self.default + 1 + (self.not_ready is not None)
+        return self.default + 1 + (self.not_ready is not None) + (self.lost is not None)
 
     def meta(self) -> dict:
         """``artifact.meta["counter_slots"]`` (rule indexes as strings: it is JSON)."""
@@ -59,24 +64,31 @@ class Slots:
                      "default": self.default}
         if self.not_ready is not None:
             out[NOT_READY] = self.not_ready
+        if self.lost is not None:
+            out[LOST] = self.lost
         return out
 
 
-def slots(policy: ir.Policy, ready: bool) -> Slots:
-    """One slot per rule in rule order, then the default, then ``not_ready``."""
-    rules = {r.index: n for n, r in enumerate(policy.rules)}
-    return Slots(rules, len(rules), len(rules) + 1 if ready else None)
+def slots(policy: ir.Policy, ready: bool, events: bool = False) -> Slots:
+    """One slot per rule in rule order (``log`` rules apart), then the default, then
+    ``not_ready``, then ``lost`` (a program that sends events)."""
+    counted = (r for r in policy.rules if not isinstance(r.action, ir.Log))
+    rules = {r.index: n for n, r in enumerate(counted)}
+    after = len(rules) + 1 + ready
+    return Slots(rules, len(rules), len(rules) + 1 if ready else None,
+                 after if events else None)
 
 
 def read(meta: dict, table: bpf.Map) -> dict[int | str, tuple[int, int]]:
     """(packets, bytes) summed over CPUs for every rule (by rule index), the default
-    (``DEFAULT``) and ``NOT_READY`` when the object has it, from ``pfc_counters``."""
+    (``DEFAULT``) and ``NOT_READY``, ``LOST`` when the object has them, from ``pfc_counters``."""
     where = meta["counter_slots"]
     out: dict[int | str, tuple[int, int]] = {
         int(index): _pair(table, slot) for index, slot in where["rules"].items()}
     out[DEFAULT] = _pair(table, where["default"])
-    if NOT_READY in where:
-        out[NOT_READY] = _pair(table, where[NOT_READY])
+    for extra in (NOT_READY, LOST):
+        if extra in where:
+            out[extra] = _pair(table, where[extra])
     return out
 
 

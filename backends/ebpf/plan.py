@@ -14,10 +14,10 @@ into the C source as text.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pfc.backends.base import c_comment, rule_features
-from pfc.backends.ebpf import counters
+from pfc.backends.ebpf import counters, flowplan
 from pfc.frontend import ir
 
 # Field layout per IP version: (offset from the IP header, size in bytes).
@@ -163,7 +163,7 @@ class RulePlan:
     branches: tuple[Branch, ...]  # empty: the rule holds for every frame
     redirect: RedirectPlan | None = None
     slot: int = 0  # its entry in pfc_counters
-
+    flow: flowplan.RuleFlow | None = None  # log, limit, audit
 
 
 @dataclass
@@ -178,6 +178,7 @@ class ProgramPlan:
     far_payload: bool = False  # a payload match beyond DIRECT_PAYLOAD_MAX
     sets: tuple[SetMap, ...] = ()
     direct_max: int = DIRECT_PAYLOAD_MAX
+    flow: flowplan.ProgramFlow | None = None  # events, buckets, clock
 
 
 # ------------------------------------------------------------------------------ matches
@@ -382,15 +383,16 @@ def describe(rule: ir.Rule) -> str:
         port = rule.action.port
         words.append(f"to {rule.action.address}" + (f" port {port}" if port is not None
                                                      else ""))
-    return c_comment(" ".join(words))
+    return c_comment(" ".join(words + flowplan.options_text(rule)))
 
 
-def rule_plan(rule: ir.Rule, slot: int = 0) -> RulePlan:
+def rule_plan(rule: ir.Rule, slot: int = 0,
+              flow: flowplan.RuleFlow | None = None) -> RulePlan:
     versions = sorted(rule.family.versions) if rule.family is not ir.Family.ANY else []
     branches = tuple(branch(rule, v) for v in versions)
     redirect = redirect_plan(rule) if isinstance(rule.action, ir.Redirect) else None
     return RulePlan(rule.index, rule.line, rule.action.name, describe(rule),
-                    branches, redirect, slot)
+                    branches, redirect, slot, flow)
 
 
 # ------------------------------------------------------------------------------ program
@@ -415,7 +417,9 @@ def program_plan(policy: ir.Policy, hook: str) -> ProgramPlan:
     """The program for ``hook``. Every rule and the default count the packets they
     decide (count rules: those they held on) in ``pfc_counters``; a program with sets
     (maps filled at load time) also has the ready map and its ``not_ready`` slot."""
-    rules = [rule_plan(r, n) for n, r in enumerate(policy.rules)]
+    flows = flowplan.rule_flows(policy)
+    flow = flowplan.program_flow(policy, flows)
+    rules = [rule_plan(r, n, flows.get(r.index)) for n, r in enumerate(policy.rules)]
     l4_versions = frozenset(b.version for r in rules for b in r.branches if b.l4_matches) | {
         r.redirect.version for r in rules if r.redirect}
     features = frozenset().union(*(rule_features(r) for r in policy.rules))
@@ -427,5 +431,7 @@ def program_plan(policy: ir.Policy, hook: str) -> ProgramPlan:
     need = max((reach(r, l2) for r in rules), default=l2)
     sets = tuple(m.setmap for r in rules for b in r.branches for m in b.ip_matches
                  if m.setmap is not None)
-    return ProgramPlan(hook, policy.default.value, rules, counters.slots(policy, bool(sets)),
-                       l4_versions, need, features, far and hook != "socket", sets=sets)
+    slots = counters.slots(policy, bool(sets), bool(flow and flow.events))
+    rules = [r if r.action == "log" else replace(r, slot=slots.rules[r.index]) for r in rules]
+    return ProgramPlan(hook, policy.default.value, rules, slots, l4_versions, need,
+                       features, far and hook != "socket", sets=sets, flow=flow)

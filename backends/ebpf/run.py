@@ -22,8 +22,12 @@ What the test-run interface does (net/bpf/test_run.c, measured on Linux 6.18):
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import weakref
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from pfc.backends.base import Artifact
 from pfc.backends.ebpf import counters as ebpf_counters
@@ -31,6 +35,7 @@ from pfc.backends.ebpf import maps as ebpf_maps
 from pfc.frontend import ir
 from pfc.kernel import bpf
 from pfc.kernel.observation import KernelUnavailable, Observation
+from pfc.oracle.events import LogEvent
 
 XDP_DROP, XDP_PASS = 1, 2
 TC_ACT_OK, TC_ACT_SHOT = 0, 2
@@ -124,32 +129,113 @@ def counters(artifact: Artifact, obj: bpf.Object) -> dict[int, tuple[int, int]]:
 
 def observed_counters(artifact: Artifact, obj: bpf.Object) -> dict[int | str, tuple[int, int]]:
     """What the differential tests compare with the interpreter: every rule and the
-    default (``not_ready`` is 0 on an object ``open_filled`` loaded, and has no
-    counterpart in the interpreter)."""
+    default (``not_ready`` is 0 on an object ``open_filled`` loaded, and ``lost``, the
+    events the ring buffer had no room for, has no counterpart in the interpreter)."""
     found = all_counters(artifact, obj)
     found.pop(ebpf_counters.NOT_READY, None)
+    found.pop(ebpf_counters.LOST, None)
     return found
 
 
 def run(artifact: Artifact, frames: list[bytes]) -> Observation:
-    """Every frame through the artifact's program; counters reset before, read after."""
-    obj = loaded(artifact)
+    """Every frame through the artifact's program; counters reset before, read after.
+
+    A program with token buckets (``log ... rate``, ``limit``) judges the frames as one
+    ordered sequence at one instant, from empty state: a freshly loaded object, its
+    clock map (``pfc_clock``) holding one time for the whole run — what the
+    interpreter gives for a sequence whose times are all 0 (``equiv.compare`` judges a
+    stateful policy so); :func:`run_timed` runs sequences at given times. The frames
+    tc test runs refuse then go through the real hook in order with the others."""
+    stateful = bool(artifact.meta.get("clock"))
+    if stateful and _privileges():
+        raise KernelUnavailable(_privileges())
+    obj = ebpf_maps.open_filled(artifact) if stateful else loaded(artifact)
+    try:
+        return _run(artifact, obj, frames, stateful)
+    finally:
+        if stateful:
+            obj.close()
+
+
+def _run(artifact: Artifact, obj: bpf.Object, frames: list[bytes],
+         stateful: bool) -> Observation:
+    from pfc.backends.ebpf.events import CLOCK_MAP
+
     hook = artifact.hook
     prog = obj.programs[artifact.meta["program"]]
     obj.maps[artifact.meta["counters"]].reset()
+    if stateful:
+        obj.maps[CLOCK_MAP].update(0, CLOCK_BASE.to_bytes(8, "little"))
     verdicts: list[ir.Verdict | None] = [None] * len(frames)
     outs: list[bytes | None] = [None] * len(frames)
-    later = []
-    for i, frame in enumerate(frames):
-        if hook == "tc" and len(frame) >= 14 and tc_refuses(frame):
-            later.append(i)
-            continue
-        verdicts[i], outs[i] = test_run(hook, prog, frame)
-    if later:
+    refused = {i for i, f in enumerate(frames)
+               if hook == "tc" and len(f) >= 14 and tc_refuses(f)}
+    if refused and stateful:  # the order matters: one lab, each frame in turn
+        with attached_tc(prog) as step:
+            for i, frame in enumerate(frames):
+                verdicts[i], outs[i] = step(frame) if i in refused else \
+                    test_run(hook, prog, frame)
+    else:
+        for i, frame in enumerate(frames):
+            if i not in refused:
+                verdicts[i], outs[i] = test_run(hook, prog, frame)
+        later = sorted(refused)
         for i, (verdict, out) in zip(later, run_attached_tc(prog, [frames[i] for i in later]),
-                                     strict=True):
+                                     strict=True) if later else ():
             verdicts[i], outs[i] = verdict, out
     return Observation(verdicts, outs, observed_counters(artifact, obj))
+
+
+# ------------------------------------------------------------------- timed sequences
+
+CLOCK_BASE = 1 << 40  # pfc_clock holds BASE + the frame's time (0 would mean "real time")
+
+
+@dataclass
+class TimedRun:
+    """A sequence through a fresh object: the :class:`Observation` and, per frame, the
+    log events it sent (``pfc.oracle.events.LogEvent``, ``ifindex`` as the test run
+    gives it: the namespace's loopback) and the lost-event count."""
+
+    observation: Observation
+    events: list[list[LogEvent]]
+    lost: int
+
+
+def run_timed(artifact: Artifact, frames: list[bytes], times: list[int]) -> TimedRun:
+    """Every frame at its time (ns; the program's clock map, ``pfc_clock``, holds
+    ``CLOCK_BASE + time`` during the frame's test run) through a freshly loaded object
+    (empty buckets, counters at zero), reading the ring buffer after each frame. Frames
+    the test-run interface refuses raise :class:`TestRunRefused`."""
+    from pfc.backends.ebpf import events as ebpf_events
+    from pfc.kernel.ringbuf import RingBuffer
+
+    why = _privileges()
+    if why:
+        raise KernelUnavailable(why)
+    hook = artifact.hook
+    with ebpf_maps.open_filled(artifact) as obj:
+        prog = obj.programs[artifact.meta["program"]]
+        clock = obj.maps.get(ebpf_events.CLOCK_MAP)
+        ring = obj.maps.get(ebpf_events.EVENTS_MAP)
+        reader = RingBuffer(ring.fd) if ring is not None else None
+        verdicts, outs, events = [], [], []
+        try:
+            for frame, t in zip(frames, times, strict=True):
+                if clock is not None:
+                    clock.update(0, (CLOCK_BASE + t).to_bytes(8, "little"))
+                verdict, out = test_run(hook, prog, frame)
+                verdicts.append(verdict)
+                outs.append(out)
+                got = reader.drain() if reader is not None else []
+                events.append([ebpf_events.decode(r) for r in got])
+        finally:
+            if reader is not None:
+                reader.close()
+        found = all_counters(artifact, obj)
+    lost = found.pop(ebpf_counters.LOST, (0, 0))[0]
+    found.pop(ebpf_counters.NOT_READY, None)
+    return TimedRun(Observation(verdicts, outs, found), events, lost)
 
 
 # ------------------------------------------------------------------- the real tc hook
@@ -161,13 +247,20 @@ def run_attached_tc(prog: bpf.Program, frames: list[bytes]) -> list[tuple[ir.Ver
     A frame the program passes reaches the packet sockets bound to its EtherType, which
     the kernel serves after tc ingress; a marker seen by an ETH_P_ALL socket (served
     before tc) after it proves the frame was processed."""
+    with attached_tc(prog) as step:
+        return [step(frame) for frame in frames]
+
+
+@contextlib.contextmanager
+def attached_tc(prog: bpf.Program) -> Iterator[Callable[[bytes], tuple[ir.Verdict, bytes]]]:
+    """:func:`run_attached_tc`'s lab, up while the block runs: ``step(frame)`` sends one
+    frame through the real hook (test runs may go on in between, in order)."""
     from pyroute2 import IPRoute
 
     from pfc.kernel import netns
 
     if netns.missing_privileges():
         raise KernelUnavailable(netns.missing_privileges())
-    out = []
     with netns.lab() as lab, IPRoute() as ipr, netns.one_cpu():
         ipr.tc("add", "clsact", lab.dut_index)
         for prio, proto in enumerate((ETH_P_IP, ETH_P_IPV6), start=1):
@@ -177,15 +270,14 @@ def run_attached_tc(prog: bpf.Program, frames: list[bytes]) -> list[tuple[ir.Ver
         taps = {p: netns.packet_socket(lab.dut, p) for p in (ETH_P_IP, ETH_P_IPV6)}
         every = netns.packet_socket(lab.dut)
         inject = netns.Injector(lab.inj)
+        seq = itertools.count()
         try:
-            for seq, frame in enumerate(frames):
-                out.append(_step(frame, seq, lab, inject, every, taps))
+            yield lambda frame: _step(frame, next(seq), lab, inject, every, taps)
         finally:
             inject.close()
             every.close()
             for s in taps.values():
                 s.close()
-    return out
 
 
 def _step(frame, seq, lab, inject, every, taps) -> tuple[ir.Verdict, bytes | None]:
