@@ -42,7 +42,7 @@ import array
 import json
 import socket
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from pfc.backends.base import Artifact
 from pfc.backends.ebpf.counters import READY_MAP
@@ -120,32 +120,39 @@ def parse(data: bytes, name: str = "maps file") -> list[dict]:
 
 # --------------------------------------------------------------------- loader side
 
-def _prefixes(record: dict) -> Iterator[tuple[bytes, int]]:
-    """(address bytes, prefix length) of every entry."""
+def int_prefixes(record: dict) -> list[tuple[int, int]]:
+    """(address as an integer, prefix length) of every entry."""
     version = record["family"]
     family, full = FAMILY[version], 8 * ADDR_BYTES[version]
+    out = []
     for text in record["prefixes"]:
         addr, _, length = text.partition("/")
-        yield socket.inet_pton(family, addr), int(length or full)
+        out.append((int.from_bytes(socket.inet_pton(family, addr), "big"),
+                    int(length or full)))
+    return out
 
 
 def lpm_keys(record: dict) -> bytes:
     """Every entry's LPM_TRIE key, concatenated (``key_size`` bytes each)."""
-    out = bytearray()
-    for raw, length in _prefixes(record):
-        out += length.to_bytes(4, "little")
-        out += raw
-    return bytes(out)
+    return lpm_entries(record["family"], int_prefixes(record))[0]
 
 
-def bitmap_tables(record: dict) -> tuple[dict[int, bytes], bytes]:
+def lpm_entries(version: int, prefixes: list[tuple[int, int]]) -> tuple[bytes, bytes]:
+    """(keys, values) of an LPM_TRIE set: ``u32 prefixlen`` (host order) then the
+    address in network order; value 1."""
+    size = ADDR_BYTES[version]
+    key = struct.Struct(f"<I{size}s")
+    out = b"".join(key.pack(n, a.to_bytes(size, "big")) for a, n in prefixes)
+    return out, bytes([VALUE]) * len(prefixes)
+
+
+def bitmap_tables(prefixes: list[tuple[int, int]]) -> tuple[dict[int, bytes], bytes]:
     """An IPv4 bitmap set's non-zero top entries (index → struct pfc_top) and its
     leaves (struct pfc_leaf each, in the order of the /24s they describe; they follow
-    the ``top_entries`` in the set's array)."""
+    the ``TOP_ENTRIES`` in the set's array)."""
     full: dict[int, int] = {}
     partial: dict[int, int] = {}
-    for raw, length in _prefixes(record):
-        addr = int.from_bytes(raw, "big")
+    for addr, length in prefixes:
         if length <= 24:
             _set_full(full, addr >> 8, 1 << (24 - length))
         else:
@@ -153,14 +160,14 @@ def bitmap_tables(record: dict) -> tuple[dict[int, bytes], bytes]:
             partial[addr >> 8] = partial.get(addr >> 8, 0) | (((1 << n) - 1) << (addr & 255))
     part: dict[int, int] = {}
     base: dict[int, int] = {}
-    leaf = bytearray(LEAF_SIZE * len(partial))
+    leaves = []
     for rank, i in enumerate(sorted(partial)):
         base.setdefault(i >> 6, rank)
         part[i >> 6] = part.get(i >> 6, 0) | 1 << (i & 63)
-        leaf[LEAF_SIZE * rank:LEAF_SIZE * (rank + 1)] = partial[i].to_bytes(LEAF_SIZE, "little")
+        leaves.append(partial[i].to_bytes(LEAF_SIZE, "little"))
     top = {w: TOP.pack(full.get(w, 0), part.get(w, 0), base.get(w, 0))
            for w in sorted(full.keys() | part.keys())}
-    return top, bytes(leaf)
+    return top, b"".join(leaves)
 
 
 def _set_full(full: dict[int, int], first: int, count: int) -> None:
@@ -174,25 +181,55 @@ def _set_full(full: dict[int, int], first: int, count: int) -> None:
         full[w] = (1 << 64) - 1
 
 
-def updates(record: dict) -> list[tuple[str, bytes, bytes]]:
-    """(map name, keys, values) that fill one set's inner map (concatenated entries)."""
-    return [(record["inner"], *entries(record))]
-
-
-def entries(record: dict) -> tuple[bytes, bytes]:
-    """(keys, values) of every entry of one set's inner map, concatenated."""
-    if record["type"] == "lpm_trie":
-        count = len(record["prefixes"])
-        return lpm_keys(record), bytes([record["value"]]) * count
-    if record["type"] != "ipv4_bitmap":
-        raise ValueError(f"unknown set map type {record['type']!r}")
-    top, leaf = bitmap_tables(record)
-    if len(leaf) > LEAF_SIZE * record["leaf_capacity"]:
-        raise ValueError(f"set map {record['name']}: {len(leaf) // LEAF_SIZE} partial /24s, "
-                         f"room for {record['leaf_capacity']}")
+def bitmap_entries(prefixes: list[tuple[int, int]], capacity: int) -> tuple[bytes, bytes]:
+    """(keys, values) of a bitmap set's array: its non-zero top entries, then its
+    leaves from ``TOP_ENTRIES`` on. ValueError when they need more than ``capacity``."""
+    top, leaf = bitmap_tables(prefixes)
+    if len(leaf) > LEAF_SIZE * capacity:
+        raise ValueError(f"{len(leaf) // LEAF_SIZE} partial /24s, room for {capacity}")
     keys = array.array("I", top)
     keys.extend(range(TOP_ENTRIES, TOP_ENTRIES + len(leaf) // LEAF_SIZE))
     return keys.tobytes(), b"".join(top.values()) + leaf
+
+
+def updates(record: dict) -> list[tuple[str, bytes, bytes]]:
+    """(map name, keys, values) that fill one set's inner map (concatenated entries)."""
+    return [(record["inner"], *entries(record, int_prefixes(record)))]
+
+
+def entries(record: dict, prefixes: list[tuple[int, int]]) -> tuple[bytes, bytes]:
+    """(keys, values) of the inner map of a set of ``record``'s kind holding
+    ``prefixes`` (collapsed, disjoint; the record's own ones or new ones)."""
+    if record["type"] == "lpm_trie":
+        return lpm_entries(record["family"], prefixes)
+    if record["type"] != "ipv4_bitmap":
+        raise ValueError(f"unknown set map type {record['type']!r}")
+    return bitmap_entries(prefixes, record["leaf_capacity"])
+
+
+def held(record: dict, data: bytes) -> list[tuple[int, int]]:
+    """The prefixes an inner map holds, from its keys (``lpm_trie``) or its values
+    (``ipv4_bitmap``: the whole array): the inverse of :func:`entries`, not collapsed
+    (a bitmap gives whole /24s and addresses)."""
+    if record["type"] == "lpm_trie":
+        size = 4 + ADDR_BYTES[record["family"]]
+        return [(int.from_bytes(data[i + 4:i + size], "big"),
+                 int.from_bytes(data[i:i + 4], "little")) for i in range(0, len(data), size)]
+    words = memoryview(data).cast("Q")
+    out = []
+    for w in range(min(TOP_ENTRIES, len(words) // 4)):
+        full, part = words[4 * w], words[4 * w + 1]
+        if not (full or part):
+            continue
+        out += [(((w << 6) | b) << 8, 24) for b in range(64) if full >> b & 1]
+        rank = words[4 * w + 2] & 0xFFFFFFFF
+        for b in (b for b in range(64) if part >> b & 1):
+            at = 4 * (TOP_ENTRIES + rank)
+            bits = sum(words[at + i] << (64 * i) for i in range(4)) if at + 4 <= len(
+                words) else 0
+            out += [(((w << 6) | b) << 8 | x, 32) for x in range(256) if bits >> x & 1]
+            rank += 1
+    return out
 
 
 def fill(obj: bpf.Object, artifact: Artifact) -> None:

@@ -1,0 +1,128 @@
+"""``pfc set`` on an nft policy: the table's sets ``NAME4`` / ``NAME6`` changed in one
+nf_tables transaction (:mod:`pfc.kernel.nfnl`), and read back for drift.
+
+The transaction holds, per changed family, the elements that go (``delete``) and those
+that come (``add``), computed from pfc's copy (what pfc last put there) and the new
+contents; if the kernel refuses it (the set's elements are not what pfc put there:
+changed outside pfc), a second transaction flushes the sets and adds every element. A
+set without ``flags interval`` holds addresses: small merged prefixes are expanded.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pfc.deploy import state
+from pfc.deploy.base import LoadError
+from pfc.deploy.sets.contents import BITS, Contents, Net, parse_entries, prefixes
+from pfc.kernel import nfnl
+
+HOST_EXPAND_MAX = 8  # a prefix of at most 2^8 addresses goes into a hash set as addresses
+
+
+def elements(version: int, ranges: list[tuple[int, int]], interval: bool) \
+        -> list[nfnl.Element] | None:
+    """The set's elements; None when a set of addresses would need a large prefix."""
+    width = BITS[version] // 8
+    if interval:
+        return nfnl.interval_elements(ranges, width)
+    if any(hi - lo >= 1 << HOST_EXPAND_MAX for lo, hi in ranges):
+        return None
+    return [(a.to_bytes(width, "big"), 0) for lo, hi in ranges for a in range(lo, hi + 1)]
+
+
+def steps(name: str, old: Contents, new: Contents, have: dict[str, nfnl.SetInfo]) \
+        -> list[tuple[str, str, list[nfnl.Element]]] | None:
+    """The transaction turning ``old`` into ``new``: per changed family, ``delete`` the
+    elements that go, ``add`` those that come. None when a family with changes has no
+    set (compiled into the rules) or needs a prefix in a set of addresses."""
+    out = []
+    for v in (4, 6):
+        if old[v] == new[v]:
+            continue
+        sname = f"{name}{v}"
+        if sname not in have:
+            return None
+        before = elements(v, old[v], have[sname].interval)
+        after = elements(v, new[v], have[sname].interval)
+        if after is None:
+            return None
+        if before is None:  # pfc's copy holds what the set cannot: all anew
+            out.append(("flush", sname, []))
+            come = after
+        else:
+            kept, wanted = set(before), set(after)
+            gone = [e for e in before if e not in wanted]
+            come = [e for e in after if e not in kept]
+            if gone:
+                out.append(("delete", sname, gone))
+        if come:
+            out.append(("add", sname, come))
+    return out
+
+
+def refill(name: str, new: Contents, have: dict[str, nfnl.SetInfo]) \
+        -> list[tuple[str, str, list[nfnl.Element]]]:
+    out = []
+    for v in (4, 6):
+        sname = f"{name}{v}"
+        if sname in have:
+            out.append(("flush", sname, []))
+            out.append(("add", sname, elements(v, new[v], have[sname].interval) or []))
+    return out
+
+
+def change(record: state.Record, name: str, old: Contents, new: Contents) -> str | None:
+    """One transaction; None when a family with changes has no set in the table (its
+    entries are in the rules): the caller reloads."""
+    a = record.attach
+    with nfnl.Socket() as nl:
+        have = {}
+        for v in (4, 6):
+            info = nl.get_set(a["family"], a["table"], f"{name}{v}")
+            if info is not None:
+                have[f"{name}{v}"] = info
+        plan = steps(name, old, new, have)
+        if plan is None:
+            return None
+        try:
+            if plan:
+                nl.commit(a["family"], a["table"], plan)
+        except OSError:  # the kernel's elements are not pfc's (changed outside): anew
+            try:
+                nl.commit(a["family"], a["table"], refill(name, new, have))
+            except OSError as exc:
+                raise LoadError(f"nftables refused the set change: {exc.strerror}; the "
+                                "set is as it was (one transaction)",
+                                hint="`pfc status` shows whether the set changed outside "
+                                     "pfc") from None
+    return "nft transaction"
+
+
+def held(a: dict, sname: str) -> Contents | None:
+    """What set ``sname`` of the table holds (``nft list set``); None if it is gone."""
+    from pfc.deploy import nft as load_nft
+
+    rc, out, _ = load_nft._cmd(f"list set {a['family']} {a['table']} {sname}")
+    if rc != 0:
+        return None
+    lines: list[str] = []
+    for item in json.loads(out).get("nftables", []):
+        for e in item.get("set", {}).get("elem", []):
+            e = e.get("elem", {}).get("val", e) if isinstance(e, dict) and "elem" in e else e
+            if isinstance(e, str):
+                lines.append(e)
+            elif "prefix" in e:
+                lines.append(f"{e['prefix']['addr']}/{e['prefix']['len']}")
+            elif "range" in e:
+                lo, hi = (parse_entries(sname, [x]) for x in e["range"])
+                v = 4 if lo[4] else 6
+                lines += [_net(v, p) for p in prefixes(v, [(lo[v][0][0], hi[v][0][1])])]
+    return parse_entries(sname, lines)
+
+
+def _net(v: int, p: tuple[int, int]) -> str:
+    from pfc.deploy.sets.contents import text
+
+    n: Net = (v, p[0], p[1])
+    return text(n)
