@@ -12,8 +12,8 @@ import pytest
 
 from pfc import api
 from pfc.deploy import sets
-from pfc.deploy.sets import contents, nft
 from pfc.deploy.base import LoadError
+from pfc.deploy.sets import contents, nft
 from pfc.kernel import netns, nfnl
 from pfc.oracle import framebuild as fb
 from tests.deploy.test_load import (
