@@ -57,12 +57,13 @@ def _element(key: bytes, flags: int) -> bytes:
     return _attr(NFTA_LIST_ELEM | NLA_F_NESTED, body)
 
 
-def interval_elements(ranges: list[tuple[int, int]], width: int) -> list[Element]:
+def interval_elements(ranges: list[tuple[int, int]], width: int, lead: bool = True) \
+        -> list[Element]:
     """The elements of an interval set holding ``ranges`` (sorted, disjoint, not
-    adjacent), ``width`` bytes an address."""
+    adjacent), ``width`` bytes an address (``lead``: with the leading end element)."""
     top = (1 << (8 * width)) - 1
     out: list[Element] = []
-    if ranges and ranges[0][0] != 0:
+    if lead and ranges and ranges[0][0] != 0:
         out.append((bytes(width), NFT_SET_ELEM_INTERVAL_END))
     for lo, hi in ranges:
         out.append((lo.to_bytes(width, "big"), 0))

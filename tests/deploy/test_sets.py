@@ -63,9 +63,9 @@ def test_nft_changes_are_element_deltas_in_one_transaction():
     more = sets.parse_entries("s", ["10.0.0.1", "10.0.0.3", "10.0.0.7/31", "2001:db8::1"])
     interval = {"s4": nfnl.SetInfo(True, 4), "s6": nfnl.SetInfo(True, 16)}
     end = nfnl.NFT_SET_ELEM_INTERVAL_END
-    assert nft.elements(4, old[4], True) == [ip("0.0.0.0", end), ip("10.0.0.1"),
-                                             ip("10.0.0.2", end), ip("10.0.0.3"),
-                                             ip("10.0.0.4", end)]
+    assert nfnl.interval_elements(old[4], 4) == [ip("0.0.0.0", end), ip("10.0.0.1"),
+                                                 ip("10.0.0.2", end), ip("10.0.0.3"),
+                                                 ip("10.0.0.4", end)]
     assert nft.steps("s", old, less, interval) == [
         ("delete", "s4", [ip("10.0.0.3"), ip("10.0.0.4", end)])]
     assert nft.steps("s", old, more, interval) == [

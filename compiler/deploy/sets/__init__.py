@@ -44,6 +44,7 @@ from pfc.deploy.sets.contents import (
     with_contents,
 )
 from pfc.deploy.sets.drift import drift, drifted
+from pfc.frontend.pipeline import paused_gc
 
 __all__ = ["OPS", "Change", "change", "drift", "drifted", "new_contents", "parse_entries",
            "text"]
@@ -70,7 +71,7 @@ def change(op: str, name: str, entries: Contents, dev: str, target: str,
     if op not in OPS:
         raise LoadError(f"unknown set operation `{op}`", hint="add, del or replace")
     check_privileges(target, netns, "set")
-    with in_netns(netns) as ns:
+    with paused_gc(), in_netns(netns) as ns:
         with state.locked():
             record = state.read(ns, dev, target)
             copy = snapshot.read_loaded(ns, dev, target)

@@ -142,11 +142,19 @@ def size(contents: Contents) -> int:
     return sum(len(prefixes(v, contents[v])) for v in (4, 6))
 
 
+def delta(old: Ranges, new: Ranges) -> tuple[Ranges, Ranges]:
+    """(ranges of ``old`` not in ``new``, ranges of ``new`` not in ``old``): a prefix
+    of a range both hold is in both decompositions, and no other one is."""
+    before, after = set(old), set(new)
+    return [r for r in old if r not in after], [r for r in new if r not in before]
+
+
 def counts(old: Contents, new: Contents) -> tuple[int, int]:
     """(prefixes added, prefixes removed)."""
     added = removed = 0
     for v in (4, 6):
-        before, after = set(prefixes(v, old[v])), set(prefixes(v, new[v]))
+        gone, come = delta(old[v], new[v])
+        before, after = set(prefixes(v, gone)), set(prefixes(v, come))
         added, removed = added + len(after - before), removed + len(before - after)
     return added, removed
 

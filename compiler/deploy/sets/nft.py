@@ -14,7 +14,7 @@ import json
 
 from pfc.deploy import state
 from pfc.deploy.base import LoadError
-from pfc.deploy.sets.contents import BITS, Contents, Net, parse_entries, prefixes
+from pfc.deploy.sets.contents import BITS, Contents, Net, delta, parse_entries, prefixes
 from pfc.kernel import nfnl
 
 HOST_EXPAND_MAX = 8  # a prefix of at most 2^8 addresses goes into a hash set as addresses
@@ -22,10 +22,12 @@ HOST_EXPAND_MAX = 8  # a prefix of at most 2^8 addresses goes into a hash set as
 
 def elements(version: int, ranges: list[tuple[int, int]], interval: bool) \
         -> list[nfnl.Element] | None:
-    """The set's elements; None when a set of addresses would need a large prefix."""
+    """The elements of ``ranges`` (without an interval set's leading end element at 0:
+    :func:`nfnl.interval_elements` has it); None when a set of addresses would need a
+    large prefix."""
     width = BITS[version] // 8
     if interval:
-        return nfnl.interval_elements(ranges, width)
+        return nfnl.interval_elements(ranges, width, lead=False)
     if any(hi - lo >= 1 << HOST_EXPAND_MAX for lo, hi in ranges):
         return None
     return [(a.to_bytes(width, "big"), 0) for lo, hi in ranges for a in range(lo, hi + 1)]
@@ -34,8 +36,9 @@ def elements(version: int, ranges: list[tuple[int, int]], interval: bool) \
 def steps(name: str, old: Contents, new: Contents, have: dict[str, nfnl.SetInfo]) \
         -> list[tuple[str, str, list[nfnl.Element]]] | None:
     """The transaction turning ``old`` into ``new``: per changed family, ``delete`` the
-    elements that go, ``add`` those that come. None when a family with changes has no
-    set (compiled into the rules) or needs a prefix in a set of addresses."""
+    elements that go, ``add`` those that come (computed from the ranges that differ:
+    the elements of a range both hold are the same). None when a family with changes
+    has no set (compiled into the rules) or needs a prefix in a set of addresses."""
     out = []
     for v in (4, 6):
         if old[v] == new[v]:
@@ -43,22 +46,28 @@ def steps(name: str, old: Contents, new: Contents, have: dict[str, nfnl.SetInfo]
         sname = f"{name}{v}"
         if sname not in have:
             return None
-        before = elements(v, old[v], have[sname].interval)
-        after = elements(v, new[v], have[sname].interval)
+        interval = have[sname].interval
+        gone_r, come_r = delta(old[v], new[v])
+        before, after = elements(v, gone_r, interval), elements(v, come_r, interval)
         if after is None:
             return None
         if before is None:  # pfc's copy holds what the set cannot: all anew
-            out.append(("flush", sname, []))
-            come = after
-        else:
-            kept, wanted = set(before), set(after)
-            gone = [e for e in before if e not in wanted]
-            come = [e for e in after if e not in kept]
-            if gone:
-                out.append(("delete", sname, gone))
-        if come:
-            out.append(("add", sname, come))
+            out += [("flush", sname, []), ("add", sname, elements(v, new[v], False))]
+            continue
+        if interval:  # the leading end element at 0 comes and goes with a range there
+            lead = (bytes(BITS[v] // 8), nfnl.NFT_SET_ELEM_INTERVAL_END)
+            before, after = (before + [lead] if _lead(old[v]) else before), \
+                (after + [lead] if _lead(new[v]) else after)
+        kept, wanted = set(before), set(after)
+        gone = [e for e in before if e not in wanted]
+        come = [e for e in after if e not in kept]
+        out += ([("delete", sname, gone)] if gone else []) + \
+            ([("add", sname, come)] if come else [])
     return out
+
+
+def _lead(ranges: list[tuple[int, int]]) -> bool:
+    return bool(ranges) and ranges[0][0] != 0
 
 
 def refill(name: str, new: Contents, have: dict[str, nfnl.SetInfo]) \
@@ -68,7 +77,8 @@ def refill(name: str, new: Contents, have: dict[str, nfnl.SetInfo]) \
         sname = f"{name}{v}"
         if sname in have:
             out.append(("flush", sname, []))
-            out.append(("add", sname, elements(v, new[v], have[sname].interval) or []))
+            out.append(("add", sname, nfnl.interval_elements(new[v], BITS[v] // 8)
+                        if have[sname].interval else elements(v, new[v], False) or []))
     return out
 
 
