@@ -57,6 +57,20 @@ def _element(key: bytes, flags: int) -> bytes:
     return _attr(NFTA_LIST_ELEM | NLA_F_NESTED, body)
 
 
+def _elements(chunk: list[Element]) -> bytes:
+    """``_element`` of each, concatenated: the attribute headers of a key of 4 or 16
+    bytes (no padding) precomputed, one concatenation an element."""
+    width = len(chunk[0][0]) if chunk else 4
+    if width % 4 or any(len(k) != width for k, _ in chunk):
+        return b"".join(_element(k, f) for k, f in chunk)
+    plain = _element(bytes(width), 0)[:-width]
+    end_flag = _attr(NFTA_SET_ELEM_FLAGS, struct.pack(">I", NFT_SET_ELEM_INTERVAL_END))
+    ended = struct.pack("=H", len(plain) + width + len(end_flag)) + plain[2:]
+    return b"".join(plain + k if not f else
+                    (ended + k + end_flag if f == NFT_SET_ELEM_INTERVAL_END else _element(k, f))
+                    for k, f in chunk)
+
+
 def interval_elements(ranges: list[tuple[int, int]], width: int, lead: bool = True) \
         -> list[Element]:
     """The elements of an interval set holding ``ranges`` (sorted, disjoint, not
@@ -141,7 +155,7 @@ class Socket:
             for chunk in chunks:
                 payload = where if chunk is None else where + _attr(
                     NFTA_SET_ELEM_LIST_ELEMENTS | NLA_F_NESTED,
-                    b"".join(_element(k, f) for k, f in chunk))
+                    _elements(chunk))
                 seq, msg = self._message((NFNL_SUBSYS_NFTABLES << 8) | kind, flags, fam,
                                          payload)
                 seqs.append(seq)
