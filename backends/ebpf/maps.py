@@ -149,23 +149,32 @@ def lpm_entries(version: int, prefixes: list[tuple[int, int]]) -> tuple[bytes, b
 def bitmap_tables(prefixes: list[tuple[int, int]]) -> tuple[dict[int, bytes], bytes]:
     """An IPv4 bitmap set's non-zero top entries (index → struct pfc_top) and its
     leaves (struct pfc_leaf each, in the order of the /24s they describe; they follow
-    the ``TOP_ENTRIES`` in the set's array)."""
+    the ``TOP_ENTRIES`` in the set's array). One pass over the sorted prefixes."""
     full: dict[int, int] = {}
-    partial: dict[int, int] = {}
-    for addr, length in prefixes:
-        if length <= 24:
-            _set_full(full, addr >> 8, 1 << (24 - length))
-        else:
-            n = 1 << (32 - length)
-            partial[addr >> 8] = partial.get(addr >> 8, 0) | (((1 << n) - 1) << (addr & 255))
     part: dict[int, int] = {}
     base: dict[int, int] = {}
-    leaves = []
-    for rank, i in enumerate(sorted(partial)):
-        base.setdefault(i >> 6, rank)
-        part[i >> 6] = part.get(i >> 6, 0) | 1 << (i & 63)
-        leaves.append(partial[i].to_bytes(LEAF_SIZE, "little"))
-    top = {w: TOP.pack(full.get(w, 0), part.get(w, 0), base.get(w, 0))
+    leaves: list[bytes] = []
+    cur, bits = -1, 0
+
+    def leaf() -> None:
+        w = cur >> 6
+        base.setdefault(w, len(leaves))
+        part[w] = part.get(w, 0) | 1 << (cur & 63)
+        leaves.append(bits.to_bytes(LEAF_SIZE, "little"))
+
+    for addr, length in sorted(prefixes):
+        if length <= 24:
+            _set_full(full, addr >> 8, 1 << (24 - length))
+            continue
+        if addr >> 8 != cur:
+            if cur >= 0:
+                leaf()
+            cur, bits = addr >> 8, 0
+        bits |= ((1 << (1 << (32 - length))) - 1) << (addr & 255)
+    if cur >= 0:
+        leaf()
+    pack = TOP.pack
+    top = {w: pack(full.get(w, 0), part.get(w, 0), base.get(w, 0))
            for w in sorted(full.keys() | part.keys())}
     return top, b"".join(leaves)
 
