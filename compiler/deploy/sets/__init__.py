@@ -49,6 +49,9 @@ from pfc.frontend.pipeline import paused_gc
 __all__ = ["OPS", "Change", "change", "drift", "drifted", "new_contents", "parse_entries",
            "text"]
 OPS = ("add", "del", "replace")
+# Written before a change touches the kernel, removed after: a ``pfc set`` that finds
+# it was interrupted (pfc's copy and the kernel may differ) and rewrites every family.
+PENDING = ".set-pending"
 
 
 @dataclass
@@ -83,25 +86,35 @@ def change(op: str, name: str, entries: Contents, dev: str, target: str,
             old = copy_contents(copy, key, name)
             new = new_contents(op, old, entries)
             started = time.perf_counter()
-            how = _in_place(record, copy, name, old, new,
+            marker = state.path(ns, dev, target, PENDING)
+            interrupted = marker.exists()
+            state.write_json(marker, {"set": name, "op": op})
+            how = _in_place(record, copy, name, old, new, interrupted,
                             lambda: snapshot.write_loaded(ns, dev, target,
                                                           with_contents(copy, key, new)))
             if how is not None:
+                state.remove_file(marker)
                 return Change(target, dev, name, size(new), *counts(old, new), how,
                               time.perf_counter() - started)
-        return _reload(copy, key, name, old, new, dev, target, ns)
+        found = _reload(copy, key, name, old, new, dev, target, ns)
+        with state.locked():
+            state.remove_file(marker)
+        return found
 
 
 def _in_place(record: state.Record, copy: snapshot.Copy, name: str, old: Contents,
-              new: Contents, commit) -> str | None:
-    """The change made in place (``commit()`` writes pfc's copy), or None: reload."""
+              new: Contents, interrupted: bool, commit) -> str | None:
+    """The change made in place (``commit()`` writes pfc's copy), or None: reload.
+    ``interrupted``: the last change did not finish, the kernel may hold ``old`` or
+    the copy's new contents: every family the kernel holds a set of is rewritten."""
     from pfc.deploy.sets import ebpf, ipset, nft
 
     if record.target in ("xdp", "tc"):
-        changes = ebpf.plan(record, copy.sources[copy.main], name, old, new)
+        changes = ebpf.plan(record, copy.sources[copy.main], name, old, new, interrupted)
         return None if changes is None else ebpf.change(record, changes, commit)
-    how = (nft if record.target == "nft" else ipset).change(record, name, old, new) \
-        if record.target in ("nft", "iptables") else None
+    how = (nft if record.target == "nft" else ipset).change(
+        record, name, old, new, interrupted) if record.target in ("nft", "iptables") \
+        else None
     if how is not None:
         commit()
     return how

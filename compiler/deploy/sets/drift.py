@@ -74,6 +74,8 @@ def drift(record: state.Record) -> str | None:
         out = _ebpf(record, copy)
     else:
         out = []
+    if out and state.path(record.netns, record.dev, record.target, ".set-pending").exists():
+        out.append("a `pfc set` was interrupted: run it again, or `pfc apply`")
     return "; ".join(out) or None
 
 

@@ -22,15 +22,16 @@ from pfc.deploy.sets.contents import Contents, prefixes, uses
 from pfc.kernel import bpf_attach, bpf_maps
 
 
-def plan(record: state.Record, policy: str, name: str, old: Contents, new: Contents) \
-        -> list[tuple[dict, list[tuple[int, int]]]] | None:
-    """(set map record, its new prefixes) per changed family; None: reload instead."""
+def plan(record: state.Record, policy: str, name: str, old: Contents, new: Contents,
+         interrupted: bool = False) -> list[tuple[dict, list[tuple[int, int]]]] | None:
+    """(set map record, its new prefixes) per changed family (``interrupted``: per
+    family with a map); None: reload instead."""
     maps = [m for m in record.attach.get("set_maps") or [] if m.get("set") == name]
     out = []
     for v in (4, 6):
-        if old[v] == new[v]:
-            continue
         mine = [m for m in maps if m["family"] == v]
+        if old[v] == new[v] and not (interrupted and mine):
+            continue
         if len(mine) != 1 or uses(policy, name) != 1:
             return None
         fresh = prefixes(v, new[v])

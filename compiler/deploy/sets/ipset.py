@@ -38,9 +38,11 @@ def restore_text(tmp: str, header: str, version: int, ranges: list[tuple[int, in
     return header + "\n" + "\n".join(lines) + "\n"
 
 
-def change(record: state.Record, name: str, old: Contents, new: Contents) -> str | None:
-    """``ipset swap`` per changed family; None when a family with changes has no ipset
-    (its entries are in the rules): the caller reloads."""
+def change(record: state.Record, name: str, old: Contents, new: Contents,
+           interrupted: bool = False) -> str | None:
+    """``ipset swap`` per changed family (``interrupted``: per family); None when a
+    family with changes has no ipset (its entries are in the rules): the caller
+    reloads."""
     from pfc.deploy.ipt_kernel import Failed, call
 
     live = {}
@@ -51,7 +53,7 @@ def change(record: state.Record, name: str, old: Contents, new: Contents) -> str
         elif new[v] != old[v]:
             return None
     for v, sname in live.items():
-        if new[v] == old[v]:
+        if new[v] == old[v] and not interrupted:
             continue
         tmp = f"pfc-tmp-{secrets.token_hex(4)}"
         kind = re.search(r"^Type: (\S+)", call(["ipset", "list", "-t", sname]),

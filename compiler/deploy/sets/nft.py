@@ -82,9 +82,11 @@ def refill(name: str, new: Contents, have: dict[str, nfnl.SetInfo]) \
     return out
 
 
-def change(record: state.Record, name: str, old: Contents, new: Contents) -> str | None:
+def change(record: state.Record, name: str, old: Contents, new: Contents,
+           interrupted: bool = False) -> str | None:
     """One transaction; None when a family with changes has no set in the table (its
-    entries are in the rules): the caller reloads."""
+    entries are in the rules): the caller reloads. ``interrupted``: flush and refill
+    (the kernel may not hold ``old``)."""
     a = record.attach
     with nfnl.Socket() as nl:
         have = {}
@@ -93,6 +95,8 @@ def change(record: state.Record, name: str, old: Contents, new: Contents) -> str
             if info is not None:
                 have[f"{name}{v}"] = info
         plan = steps(name, old, new, have)
+        if plan is not None and interrupted:
+            plan = refill(name, new, have)
         if plan is None:
             return None
         try:
