@@ -230,14 +230,25 @@ def held(record: dict, data: bytes) -> list[tuple[int, int]]:
         full, part = words[4 * w], words[4 * w + 1]
         if not (full or part):
             continue
-        out += [(((w << 6) | b) << 8, 24) for b in range(64) if full >> b & 1]
+        out += [(((w << 6) | b) << 8, 24) for b in _bits(full)]
         rank = words[4 * w + 2] & 0xFFFFFFFF
-        for b in (b for b in range(64) if part >> b & 1):
+        for b in _bits(part):
             at = 4 * (TOP_ENTRIES + rank)
-            bits = sum(words[at + i] << (64 * i) for i in range(4)) if at + 4 <= len(
-                words) else 0
-            out += [(((w << 6) | b) << 8 | x, 32) for x in range(256) if bits >> x & 1]
+            leaf = words[at:at + 4]
+            bits = leaf[0] | leaf[1] << 64 | leaf[2] << 128 | leaf[3] << 192 if len(
+                leaf) == 4 else 0
+            out += [(((w << 6) | b) << 8 | x, 32) for x in _bits(bits)]
             rank += 1
+    return out
+
+
+def _bits(n: int) -> list[int]:
+    """The positions of the set bits of ``n``, lowest first."""
+    out = []
+    while n:
+        low = n & -n
+        out.append(low.bit_length() - 1)
+        n ^= low
     return out
 
 

@@ -82,11 +82,12 @@ def drift(record: state.Record) -> str | None:
 def drifted(entries: list) -> None:
     """``pfc status``: mark entries whose sets changed outside pfc (health ``changed``)."""
     from pfc.deploy.base import Inspection
+    from pfc.frontend.pipeline import paused_gc
 
     for s in entries:
         if s.inspection.health != "ok":
             continue
-        with in_netns(s.record.netns):
+        with in_netns(s.record.netns), paused_gc():  # 100k tuples, none in a cycle
             detail = drift(s.record)
         if detail:
             s.inspection = Inspection("changed", f"changed outside pfc: {detail}",
