@@ -60,8 +60,8 @@ def _element(key: bytes, flags: int) -> bytes:
 def _elements(chunk: list[Element]) -> bytes:
     """``_element`` of each, concatenated: the attribute headers of a key of 4 or 16
     bytes (no padding) precomputed, one concatenation an element."""
-    width = len(chunk[0][0]) if chunk else 4
-    if width % 4 or any(len(k) != width for k, _ in chunk):
+    width = len(chunk[0][0]) if chunk else 4  # every key of a set has its width
+    if width % 4:
         return b"".join(_element(k, f) for k, f in chunk)
     plain = _element(bytes(width), 0)[:-width]
     end_flag = _attr(NFTA_SET_ELEM_FLAGS, struct.pack(">I", NFT_SET_ELEM_INTERVAL_END))

@@ -142,11 +142,18 @@ def size(contents: Contents) -> int:
     return sum(len(prefixes(v, contents[v])) for v in (4, 6))
 
 
+_last: list = [None, None, None]  # delta's last (old, new, result): asked twice a change
+
+
 def delta(old: Ranges, new: Ranges) -> tuple[Ranges, Ranges]:
     """(ranges of ``old`` not in ``new``, ranges of ``new`` not in ``old``): a prefix
     of a range both hold is in both decompositions, and no other one is."""
+    if _last[0] is old and _last[1] is new:
+        return _last[2]
     before, after = set(old), set(new)
-    return [r for r in old if r not in after], [r for r in new if r not in before]
+    found = [r for r in old if r not in after], [r for r in new if r not in before]
+    _last[:] = [old, new, found]
+    return found
 
 
 def counts(old: Contents, new: Contents) -> tuple[int, int]:
@@ -154,8 +161,10 @@ def counts(old: Contents, new: Contents) -> tuple[int, int]:
     added = removed = 0
     for v in (4, 6):
         gone, come = delta(old[v], new[v])
-        before, after = set(prefixes(v, gone)), set(prefixes(v, come))
-        added, removed = added + len(after - before), removed + len(before - after)
+        before, after = prefixes(v, gone), prefixes(v, come)
+        known = set(before)
+        fresh = sum(1 for p in after if p not in known)
+        added, removed = added + fresh, removed + len(before) - (len(after) - fresh)
     return added, removed
 
 

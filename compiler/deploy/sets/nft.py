@@ -28,9 +28,15 @@ def elements(version: int, ranges: list[tuple[int, int]], interval: bool) \
     width = BITS[version] // 8
     if interval:
         return nfnl.interval_elements(ranges, width, lead=False)
-    if any(hi - lo >= 1 << HOST_EXPAND_MAX for lo, hi in ranges):
-        return None
-    return [(a.to_bytes(width, "big"), 0) for lo, hi in ranges for a in range(lo, hi + 1)]
+    out = []
+    for lo, hi in ranges:
+        if lo == hi:
+            out.append((lo.to_bytes(width, "big"), 0))
+        elif hi - lo >= 1 << HOST_EXPAND_MAX:
+            return None
+        else:
+            out += [(a.to_bytes(width, "big"), 0) for a in range(lo, hi + 1)]
+    return out
 
 
 def steps(name: str, old: Contents, new: Contents, have: dict[str, nfnl.SetInfo]) \
