@@ -116,6 +116,26 @@ def new_contents(op: str, old: Contents, given: Contents) -> Contents:
     return {v: subtract_ranges(old[v], given[v]) for v in (4, 6)}
 
 
+_memo: dict[tuple[str, int, int], tuple[Ranges, list]] = {}
+
+
+def _memoized(fn):
+    """``fn(version, ranges)`` remembered for the last few lists (by identity, the list
+    kept alive): one change asks for the same prefixes and texts several times."""
+    def wrapper(version: int, ranges: Ranges) -> list:
+        key = (fn.__name__, version, id(ranges))
+        hit = _memo.get(key)
+        if hit is not None and hit[0] is ranges:
+            return hit[1]
+        if len(_memo) >= 8:
+            _memo.clear()
+        _memo[key] = (ranges, fn(version, ranges))
+        return _memo[key][1]
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+@_memoized
 def prefixes(version: int, ranges: Ranges) -> list[tuple[int, int]]:
     """The fewest prefixes covering exactly the ranges: (address, length)."""
     bits, out = BITS[version], []
@@ -188,16 +208,23 @@ def set_file(copy: snapshot.Copy, name: str) -> str:
     return key
 
 
+@_memoized
+def texts(version: int, ranges: Ranges) -> list[str]:
+    """The prefixes of the ranges as set file lines (``1.2.3.4``, ``10.0.0.0/8``)."""
+    bits = BITS[version]
+    if version == 4:
+        ntoa = socket.inet_ntoa
+        return [ntoa(a.to_bytes(4, "big")) if n == 32 else f"{ntoa(a.to_bytes(4, 'big'))}/{n}"
+                for a, n in prefixes(4, ranges)]
+    return [socket.inet_ntop(socket.AF_INET6, a.to_bytes(16, "big"))
+            + ("" if n == bits else f"/{n}") for a, n in prefixes(6, ranges)]
+
+
 def with_contents(copy: snapshot.Copy, key: str, contents: Contents) -> snapshot.Copy:
     """The copy with set file ``key`` holding ``contents`` (collapsed prefixes)."""
-    lines = ["# pfc set: the live contents"]
-    ntoa4 = socket.inet_ntoa
-    for v in (4, 6):
-        for a, n in prefixes(v, contents[v]):
-            addr = ntoa4(a.to_bytes(4, "big")) if v == 4 else \
-                socket.inet_ntop(socket.AF_INET6, a.to_bytes(16, "big"))
-            lines.append(addr if n == BITS[v] else f"{addr}/{n}")
-    return replace(copy, sources=copy.sources | {key: "\n".join(lines) + "\n"},
+    body = "\n".join(["# pfc set: the live contents", *texts(4, contents[4]),
+                      *texts(6, contents[6])])
+    return replace(copy, sources=copy.sources | {key: body + "\n"},
                    origin=copy.origin or copy.digest)
 
 

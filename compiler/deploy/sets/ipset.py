@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import re
 import secrets
-import socket
 
 from pfc.deploy import state
 from pfc.deploy.base import LoadError
-from pfc.deploy.sets.contents import BITS, Contents, parse_entries, prefixes
+from pfc.deploy.sets.contents import Contents, parse_entries, prefixes, texts
 
 
 def live_name(record: state.Record, name: str, version: int) -> str | None:
@@ -26,16 +25,9 @@ def live_name(record: state.Record, name: str, version: int) -> str | None:
 
 def restore_text(tmp: str, header: str, version: int, ranges: list[tuple[int, int]]) -> str:
     """``ipset restore`` input: the ``create`` line, then one ``add`` per prefix."""
-    if version == 4:
-        ntoa = socket.inet_ntoa
-        lines = [f"add {tmp} {ntoa(a.to_bytes(4, 'big'))}" if n == 32 else
-                 f"add {tmp} {ntoa(a.to_bytes(4, 'big'))}/{n}"
-                 for a, n in prefixes(4, ranges)]
-    else:
-        ntop = socket.inet_ntop
-        lines = [f"add {tmp} {ntop(socket.AF_INET6, a.to_bytes(16, 'big'))}"
-                 + ("" if n == BITS[6] else f"/{n}") for a, n in prefixes(6, ranges)]
-    return header + "\n" + "\n".join(lines) + "\n"
+    add = f"\nadd {tmp} "
+    lines = texts(version, ranges)
+    return header + (add + add.join(lines) if lines else "") + "\n"
 
 
 def change(record: state.Record, name: str, old: Contents, new: Contents,
