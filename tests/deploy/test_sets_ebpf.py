@@ -156,3 +156,17 @@ def test_bitmap_headroom_and_set_use_decide_in_place():
     assert ebpf.plan(record(lpm), once, "bl", old, six) is None  # no IPv6 map
     full = dict(lpm, type="ipv4_bitmap", leaf_capacity=40)
     assert ebpf.plan(record(full), once, "bl", old, new) is None  # 41 partial /24s
+
+
+def test_the_prover_looks_a_set_up_through_its_slot(tmp_path):
+    """``pfc prove`` executes the object: the lookup in the set's slot gives the inner
+    LPM trie the maps file fills (a /24 bitmap it does not model, as before)."""
+    from pfc.frontend.pipeline import compile_path
+    from pfc.prove.run import prove_file
+
+    (tmp_path / "s.txt").write_text("".join(f"10.0.{i}.{j}\n" for i in range(3)
+                                            for j in range(0, 250, 7)) + "2001:db8::1\n")
+    (tmp_path / "s.pf").write_text('set bl = file "s.txt"\ndrop src $bl\n')
+    (proof,) = prove_file(compile_path(tmp_path / "s.pf"), ["xdp"], bound=128,
+                          confirm=False)
+    assert not proof.error and proof.proof.equal, proof.error
