@@ -203,7 +203,7 @@ def bitmap_entries(prefixes: list[tuple[int, int]], capacity: int) -> tuple[byte
 
 def updates(record: dict) -> list[tuple[str, bytes, bytes]]:
     """(map name, keys, values) that fill one set's inner map (concatenated entries)."""
-    return [(record["inner"], *entries(record, int_prefixes(record)))]
+    return [(record.get("inner", record["name"]), *entries(record, int_prefixes(record)))]
 
 
 def entries(record: dict, prefixes: list[tuple[int, int]]) -> tuple[bytes, bytes]:
