@@ -326,11 +326,9 @@ def set_maps(artifact) -> list[dict]:
 
     out = []
     for r in ebpf_maps.maps_of(artifact):
-        kept = {k: v for k, v in r.items() if k != "prefixes"}
-        if not r.get("set"):  # a set's map is compared with pfc's copy of the set
-            prefixes = ebpf_maps.int_prefixes(r)
-            kept |= {"count": len(prefixes), "digest": prefix_digest(prefixes)}
-        out.append(kept)
+        prefixes = ebpf_maps.int_prefixes(r)
+        out.append({k: v for k, v in r.items() if k != "prefixes"}
+                   | {"count": len(prefixes), "digest": prefix_digest(prefixes)})
     return out
 
 
