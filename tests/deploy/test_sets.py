@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import random
+import subprocess
 import threading
 
 import pytest
@@ -205,3 +206,28 @@ def test_status_sees_a_set_changed_outside_pfc_and_apply_repairs_it(lab, tmp_pat
     assert pfc("status", "--netns", lab.name)[0] == 0
     deliver(lab, [from_(lab, STAY, 5)])
     assert counters_of(entry(lab, target))[0][0] == 1
+
+
+@kernel
+@pytest.mark.kernel
+def test_an_nft_set_killed_before_pfc_wrote_its_copy_is_finished_by_the_next(lab, tmp_path):
+    """Killed after the transaction, before pfc's copy: the kernel holds the new set,
+    status says so and that a `pfc set` was interrupted; the same command again
+    rewrites the set from the copy (flush and refill) and status is clean."""
+    import os
+    import sys
+
+    path = blocklist_policy(tmp_path, 6, 2000)
+    assert pfc("load", path, "--target", "nft", "--dev", lab.dut, "--netns", lab.name)[0] == 0
+    argv = ["set", "del", "bl", STAY, "--dev", lab.dut, "--netns", lab.name]
+    proc = subprocess.run([sys.executable, "-m", "pfc.cli", *argv],
+                          env=os.environ | {"PFC_TEST_KILL_AT": "set-changed"},
+                          capture_output=True, text=True)
+    assert proc.returncode == -9, proc.stderr
+    deliver(lab, [from_(lab, STAY, 1)])
+    assert counters_of(entry(lab, "nft"))[0][0] == 0  # the new set: STAY passes
+    code, out, _ = pfc("status", "--netns", lab.name)
+    assert code == 4 and "pfc put 2001 (+0 -1)" in out and "was interrupted" in out, out
+    code, out, err = pfc(*argv)
+    assert code == 0 and "nft transaction" in out, err
+    assert pfc("status", "--netns", lab.name)[0] == 0

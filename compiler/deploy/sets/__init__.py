@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from pfc.deploy import snapshot, state
+from pfc.deploy import journal, snapshot, state
 from pfc.deploy.base import LoadError, check_privileges, in_netns
 from pfc.deploy.sets.contents import (
     Contents,
@@ -116,6 +116,7 @@ def _in_place(record: state.Record, copy: snapshot.Copy, name: str, old: Content
         record, name, old, new, interrupted) if record.target in ("nft", "iptables") \
         else None
     if how is not None:
+        journal.point("set-changed")  # the kernel changed, pfc's copy not yet
         commit()
     return how
 
