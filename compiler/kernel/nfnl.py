@@ -172,7 +172,7 @@ class Socket:
         while want:
             data = self.sock.recv(1 << 20)
             for kind, seq, payload in _messages(data):
-                if kind == NLMSG_ERROR:
+                if kind == NLMSG_ERROR and seq in want:  # (not a refused batch's rest)
                     code = -struct.unpack_from("=i", payload)[0]
                     if code:
                         raise OSError(code, f"nf_tables refused the set change: "

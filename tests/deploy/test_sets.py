@@ -71,6 +71,11 @@ def test_nft_changes_are_element_deltas_in_one_transaction():
         ("delete", "s4", [ip("10.0.0.3"), ip("10.0.0.4", end)])]
     assert nft.steps("s", old, more, interval) == [
         ("add", "s4", [ip("10.0.0.6"), ip("10.0.0.8", end)])]
+    grown = sets.parse_entries("s", ["10.0.0.1", "10.0.0.3/31", "2001:db8::1"])
+    assert nft.steps("s", old, grown, interval) == [  # whole ranges, never a lone end
+        ("delete", "s4", [ip("10.0.0.1"), ip("10.0.0.2", end), ip("10.0.0.3"),
+                          ip("10.0.0.4", end)]),
+        ("add", "s4", [ip("10.0.0.1"), ip("10.0.0.4", end)])]
     hashed = {"s4": nfnl.SetInfo(False, 4), "s6": nfnl.SetInfo(False, 16)}
     assert nft.steps("s", old, more, hashed) == [
         ("add", "s4", [ip("10.0.0.6"), ip("10.0.0.7")])]
@@ -231,3 +236,27 @@ def test_an_nft_set_killed_before_pfc_wrote_its_copy_is_finished_by_the_next(lab
     code, out, err = pfc(*argv)
     assert code == 0 and "nft transaction" in out, err
     assert pfc("status", "--netns", lab.name)[0] == 0
+
+
+@kernel
+@pytest.mark.kernel
+def test_nft_interval_set_deltas_match_the_copy(lab, tmp_path):
+    """An interval set (prefixes): additions that merge with neighbours, a deletion
+    that splits a prefix, a replace; after each the kernel's elements are pfc's copy
+    (status 0) and a probe is judged by the new contents."""
+    nets = [f"10.{i}.0.0/16" for i in range(1, 40)] + ["10.99.0.0/30", "192.0.2.9"]
+    (tmp_path / "bl.txt").write_text("\n".join(nets) + "\n")
+    path = policy_file(tmp_path, 'set bl = file "bl.txt"\ndrop src $bl\n', "bl.pf")
+    assert pfc("load", path, "--target", "nft", "--dev", lab.dut, "--netns", lab.name)[0] == 0
+    steps = [("add", ["10.99.0.4/30", "10.0.255.255"], STAY, 1),  # merges 10.99.0.0/29
+             ("del", ["10.99.0.6", "10.5.128.0/17"], STAY, 2),  # splits a prefix
+             ("del", [STAY], STAY, 2), ("add", ["10.99.0.0/16"], STAY, 3),
+             ("replace", ["10.99.0.7", "10.200.0.0/16"], STAY, 4),
+             ("replace", nets, STAY, 4)]
+    for op, entries, probe, dropped in steps:
+        code, out, err = pfc("set", op, "bl", *entries, "--dev", lab.dut, "--netns",
+                             lab.name)
+        assert code == 0 and "nft transaction" in out, (op, entries, err)
+        assert pfc("status", "--netns", lab.name)[0] == 0, (op, entries)
+        deliver(lab, [from_(lab, probe, dropped)])
+        assert counters_of(entry(lab, "nft"))[0][0] == dropped, (op, entries)

@@ -42,9 +42,12 @@ def elements(version: int, ranges: list[tuple[int, int]], interval: bool) \
 def steps(name: str, old: Contents, new: Contents, have: dict[str, nfnl.SetInfo]) \
         -> list[tuple[str, str, list[nfnl.Element]]] | None:
     """The transaction turning ``old`` into ``new``: per changed family, ``delete`` the
-    elements that go, ``add`` those that come (computed from the ranges that differ:
-    the elements of a range both hold are the same). None when a family with changes
-    has no set (compiled into the rules) or needs a prefix in a set of addresses."""
+    elements that go, ``add`` those that come, from the ranges that differ (a range
+    both hold keeps its elements). An interval set loses and gains whole ranges (a
+    start and an end element each: the kernel refuses a lone start or end, measured
+    on 6.18: ENOENT, EEXIST), a set of addresses single elements. None when a family
+    with changes has no set (compiled into the rules) or needs a prefix in a set of
+    addresses."""
     out = []
     for v in (4, 6):
         if old[v] == new[v]:
@@ -60,13 +63,16 @@ def steps(name: str, old: Contents, new: Contents, have: dict[str, nfnl.SetInfo]
         if before is None:  # pfc's copy holds what the set cannot: all anew
             out += [("flush", sname, []), ("add", sname, elements(v, new[v], False))]
             continue
-        if interval:  # the leading end element at 0 comes and goes with a range there
-            lead = (bytes(BITS[v] // 8), nfnl.NFT_SET_ELEM_INTERVAL_END)
-            before, after = (before + [lead] if _lead(old[v]) else before), \
-                (after + [lead] if _lead(new[v]) else after)
-        kept, wanted = set(before), set(after)
-        gone = [e for e in before if e not in wanted]
-        come = [e for e in after if e not in kept]
+        if interval:  # whole ranges go and come: their start and end elements
+            if _lead(old[v]) != _lead(new[v]):  # the leading end element at 0 changes
+                out += [("flush", sname, []), ("add", sname, nfnl.interval_elements(
+                    new[v], BITS[v] // 8))]
+                continue
+            gone, come = before, after
+        else:  # addresses: each element on its own
+            kept, wanted = set(before), set(after)
+            gone = [e for e in before if e not in wanted]
+            come = [e for e in after if e not in kept]
         out += ([("delete", sname, gone)] if gone else []) + \
             ([("add", sname, come)] if come else [])
     return out
