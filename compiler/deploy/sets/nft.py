@@ -64,7 +64,9 @@ def steps(name: str, old: Contents, new: Contents, have: dict[str, nfnl.SetInfo]
             out += [("flush", sname, []), ("add", sname, elements(v, new[v], False))]
             continue
         if interval:  # whole ranges go and come: their start and end elements
-            if _lead(old[v]) != _lead(new[v]):  # the leading end element at 0 changes
+            if _lead(old[v]) != _lead(new[v]) or len(gone_r) > max(64, len(new[v]) // 2):
+                # the leading end element at 0 changes, or most of the set goes: a
+                # flush is cheaper than deleting range by range
                 out += [("flush", sname, []), ("add", sname, nfnl.interval_elements(
                     new[v], BITS[v] // 8))]
                 continue
