@@ -44,9 +44,9 @@ def _ebpf(record: state.Record, copy: snapshot.Copy) -> list[str]:
     from pfc.deploy.sets import ebpf
 
     names = set(c.set_names(copy))
-    out = []
+    out, held = [], ebpf.held(record)
     for m in record.attach.get("set_maps") or []:
-        found = ebpf.held(record).get(m["name"])
+        found = held.get(m["name"])
         if found is None:
             out.append(f"map {m['name']}'s slot is empty (the program drops every packet)")
             continue

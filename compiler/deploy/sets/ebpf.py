@@ -85,7 +85,11 @@ def fill(record: state.Record, changes: list[tuple[dict, list[tuple[int, int]]]]
                                      "`pfc load` loads the policy again")
             model = _inner_shape(m)
             size = len(prefixes) if m["type"] == "lpm_trie" else model.max_entries
-            out.append((outer, bpf_maps.create_like(model, size)))
+            try:
+                out.append((outer, bpf_maps.create_like(model, size)))
+            except BaseException:
+                os.close(outer)
+                raise
             keys, values = ebpf_maps.entries(m, prefixes)
             bpf_maps.fill(out[-1][1], keys, values, model.key_size, model.value_size)
     except BaseException:
