@@ -24,8 +24,8 @@ from dataclasses import dataclass
 NETLINK_NETFILTER = 12
 NFNL_SUBSYS_NFTABLES = 10
 NFNL_MSG_BATCH_BEGIN, NFNL_MSG_BATCH_END = 0x10, 0x11
-NFT_MSG_GETSET, NFT_MSG_NEWSETELEM, NFT_MSG_DELSETELEM = 10, 12, 14
-NLM_F_REQUEST, NLM_F_ACK, NLM_F_CREATE = 0x1, 0x4, 0x400
+NFT_MSG_GETSET, NFT_MSG_NEWSETELEM, NFT_MSG_GETSETELEM, NFT_MSG_DELSETELEM = 10, 12, 13, 14
+NLM_F_REQUEST, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP = 0x1, 0x4, 0x400, 0x300
 NLMSG_ERROR, NLMSG_DONE = 2, 3
 NLA_F_NESTED = 0x8000
 NFTA_SET_TABLE, NFTA_SET_NAME, NFTA_SET_FLAGS, NFTA_SET_KEY_LEN = 1, 2, 3, 5
@@ -136,6 +136,28 @@ class Socket:
                             struct.unpack(">I", attrs.get(NFTA_SET_KEY_LEN, bytes(4)))[0])
         return found
 
+    def elements(self, family: str, table: str, name: str) -> list[Element] | None:
+        """Every element of the set (``NFT_MSG_GETSETELEM`` dump); None if there is no
+        such set."""
+        seq, msg = self._message((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETSETELEM,
+                                 NLM_F_REQUEST | NLM_F_DUMP, FAMILIES[family],
+                                 _name(NFTA_SET_ELEM_LIST_TABLE, table)
+                                 + _name(NFTA_SET_ELEM_LIST_SET, name))
+        self.sock.send(msg)
+        out: list[Element] = []
+        for kind, payload in self._replies(seq):
+            if kind == NLMSG_ERROR:
+                code = -struct.unpack_from("=i", payload)[0]
+                if code == errno.ENOENT:
+                    return None
+                if code:
+                    raise OSError(code, f"listing set {name}: {os.strerror(code)}")
+                continue
+            if kind == NLMSG_DONE:
+                break
+            out += _parse_elements(_attrs(payload[4:]).get(NFTA_SET_ELEM_LIST_ELEMENTS, b""))
+        return out
+
     def commit(self, family: str, table: str, steps: list[tuple[str, str, list[Element]]]) \
             -> None:
         """One transaction of ``("flush" | "delete" | "add", set name, elements)``
@@ -198,10 +220,70 @@ def _messages(data: bytes):
         at += (length + 3) & ~3
 
 
-def _attrs(data: bytes) -> dict[int, bytes]:
-    out, at = {}, 0
+def _parse_elements(blob: bytes) -> list[Element]:
+    """(key, flags) of each ``NFTA_LIST_ELEM`` of an element list (offsets read in
+    place: 100k elements a dump)."""
+    out, at, unpack = [], 0, struct.unpack_from
+    while at + 4 <= len(blob):
+        length = unpack("=H", blob, at)[0]
+        key, flags, p, end = b"", 0, at + 4, at + length
+        while p + 4 <= end:
+            size, kind = unpack("=HH", blob, p)
+            kind &= 0x3FFF
+            if kind == NFTA_SET_ELEM_KEY and size >= 8:
+                key = blob[p + 8:p + 4 + unpack("=H", blob, p + 4)[0]]
+            elif kind == NFTA_SET_ELEM_FLAGS:
+                flags = unpack(">I", blob, p + 4)[0]
+            p += (size + 3) & ~3
+        out.append((key, flags))
+        at += (length + 3) & ~3
+    return out
+
+
+def _attr_list(data: bytes) -> list[tuple[int, bytes]]:
+    out, at = [], 0
     while at + 4 <= len(data):
         length, kind = struct.unpack_from("=HH", data, at)
-        out[kind & 0x3FFF] = data[at + 4:at + length]
+        out.append((kind & 0x3FFF, data[at + 4:at + length]))
         at += (length + 3) & ~3
+    return out
+
+
+def _attrs(data: bytes) -> dict[int, bytes]:
+    return dict(_attr_list(data))
+
+
+def ranges(elements: list[Element], interval: bool) -> list[tuple[int, int]]:
+    """The address ranges a set's elements hold: an interval set's start elements each
+    up to the next end element (exclusive; to the last address without one), a set of
+    addresses each element. Merged."""
+    if not interval:
+        return _merged([(k, k) for k in sorted(int.from_bytes(k, "big") for k, _ in elements)])
+    width = len(elements[0][0]) if elements else 4
+    out, start = [], None
+    for key, start_flag in sorted((int.from_bytes(k, "big"), not f & NFT_SET_ELEM_INTERVAL_END)
+                                  for k, f in elements):  # an end before a start
+        end = not start_flag
+        if end and start is not None:
+            out.append((start, key - 1))
+            start = None
+        elif not end and start is None:
+            start = key
+    if start is not None:
+        out.append((start, (1 << (8 * width)) - 1))
+    return _merged(out)
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted spans, overlapping and adjacent ones merged."""
+    out: list[tuple[int, int]] = []
+    last = -2
+    for lo, hi in spans:
+        if lo <= last + 1:
+            if hi > last:
+                out[-1] = (out[-1][0], hi)
+                last = hi
+        else:
+            out.append((lo, hi))
+            last = hi
     return out

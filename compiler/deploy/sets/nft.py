@@ -10,11 +10,9 @@ set without ``flags interval`` holds addresses: small merged prefixes are expand
 
 from __future__ import annotations
 
-import json
-
 from pfc.deploy import state
 from pfc.deploy.base import LoadError
-from pfc.deploy.sets.contents import BITS, Contents, Net, delta, parse_entries, prefixes
+from pfc.deploy.sets.contents import BITS, Contents, delta
 from pfc.kernel import nfnl
 
 HOST_EXPAND_MAX = 8  # a prefix of at most 2^8 addresses goes into a hash set as addresses
@@ -128,29 +126,11 @@ def change(record: state.Record, name: str, old: Contents, new: Contents,
 
 
 def held(a: dict, sname: str) -> Contents | None:
-    """What set ``sname`` of the table holds (``nft list set``); None if it is gone."""
-    from pfc.deploy import nft as load_nft
-
-    rc, out, _ = load_nft._cmd(f"list set {a['family']} {a['table']} {sname}")
-    if rc != 0:
+    """What set ``sname`` of the table holds, read over netlink; None if it is gone."""
+    v = 6 if sname.endswith("6") else 4
+    with nfnl.Socket() as nl:
+        info = nl.get_set(a["family"], a["table"], sname)
+        found = nl.elements(a["family"], a["table"], sname) if info else None
+    if found is None:
         return None
-    lines: list[str] = []
-    for item in json.loads(out).get("nftables", []):
-        for e in item.get("set", {}).get("elem", []):
-            e = e.get("elem", {}).get("val", e) if isinstance(e, dict) and "elem" in e else e
-            if isinstance(e, str):
-                lines.append(e)
-            elif "prefix" in e:
-                lines.append(f"{e['prefix']['addr']}/{e['prefix']['len']}")
-            elif "range" in e:
-                lo, hi = (parse_entries(sname, [x]) for x in e["range"])
-                v = 4 if lo[4] else 6
-                lines += [_net(v, p) for p in prefixes(v, [(lo[v][0][0], hi[v][0][1])])]
-    return parse_entries(sname, lines)
-
-
-def _net(v: int, p: tuple[int, int]) -> str:
-    from pfc.deploy.sets.contents import text
-
-    n: Net = (v, p[0], p[1])
-    return text(n)
+    return {4: [], 6: []} | {v: nfnl.ranges(found, info.interval)}
