@@ -10,7 +10,9 @@ under the 64 KiB a nested attribute can hold. Interval sets hold ranges as a sta
 element and an end element (the first address after the range, flag
 ``NFT_SET_ELEM_INTERVAL_END``; none for a range that ends at the last address), and a
 leading end element at address 0 when no range starts there, as libnftables encodes
-them (``nft --debug=netlink``).
+them (``nft --debug=netlink``). :meth:`Socket.elements` reads a set back (one
+``NFT_MSG_GETSETELEM`` dump) and :func:`ranges` turns its elements into address ranges,
+for ``pfc status``.
 """
 
 from __future__ import annotations
