@@ -270,8 +270,10 @@ def set_entries(op: str, name: str, entries: Iterable[str], dev: str, *,
     from pfc.deploy import sets
     from pfc.deploy.base import LoadError, current_netns, in_netns
     from pfc.deploy.state import records
+    from pfc.frontend.pipeline import paused_gc
 
-    nets = sets.parse_entries(name, list(entries), label)
+    with paused_gc():  # 100k entries are 100k tuples, none in a cycle
+        nets = sets.parse_entries(name, list(entries), label)
     if target is None:
         with in_netns(netns):
             found = [r.target for r in records(netns or current_netns(), dev)]

@@ -6,17 +6,26 @@ is not compiled into code: the program looks the address up in maps it declares
 contents in a data file beside the object, ``STEM.HOOK.maps.json``: one set per line,
 its collapsed (disjoint) prefixes and how they are stored::
 
-    {"format":"pfc-ebpf-maps/1","maps":[
-    {"name":"pfc_r0_src6","type":"lpm_trie","family":6,"key_size":20,"value_size":1,
-     "max_entries":2,"value":1,"prefixes":["2001:db8::/32","2001:db9::1/128"]},
-    {"name":"pfc_r0_src4","type":"ipv4_bitmap","family":4,"leaf":"pfc_r0_src4l",
-     "top_entries":262144,"leaf_entries":1512,"prefixes":["1.2.3.4/32", ...]}
+    {"format":"pfc-ebpf-maps/2","maps":[
+    {"name":"pfc_r0_src6","inner":"pfc_r0_src6i","set":"bl","type":"lpm_trie",
+     "family":6,"key_size":20,"value_size":1,"max_entries":2,"value":1,
+     "prefixes":["2001:db8::/32","2001:db9::1/128"]},
+    {"name":"pfc_r0_src4","inner":"pfc_r0_src4i","set":"bl","type":"ipv4_bitmap",
+     "family":4,"top_entries":262144,"leaf_entries":1512,"leaf_capacity":3072,
+     "prefixes":["1.2.3.4/32", ...]}
     ]}
 
-- ``lpm_trie``: one LPM_TRIE map; key ``u32 prefixlen`` (host byte order, ``struct
-  bpf_lpm_trie_key``) then the address bytes in network order; value one byte, 1.
-- ``ipv4_bitmap``: two arrays (``struct pfc_top``, ``struct pfc_leaf`` in the C) built
-  from the prefixes by :func:`bitmap_tables`.
+``name`` is an ``ARRAY_OF_MAPS`` of one slot that the object initialises with the
+map ``inner``, which the loader fills; ``set`` the policy's ``set``/``define`` whose
+contents the map holds exactly (absent: a list of the rule's own). ``pfc set`` fills a
+new inner map of the same kind and swaps it into the slot (:func:`new_inner`).
+
+- ``lpm_trie``: the inner map is an LPM_TRIE; key ``u32 prefixlen`` (host byte order,
+  ``struct bpf_lpm_trie_key``) then the address bytes in network order; value one
+  byte, 1.
+- ``ipv4_bitmap``: the inner map is one array of 32-byte entries: ``top_entries``
+  ``struct pfc_top`` (padded) then room for ``leaf_capacity`` ``struct pfc_leaf``,
+  built from the prefixes by :func:`bitmap_tables`.
 
 Whoever loads the object fills every map before the program sees a packet:
 :func:`open_filled` is the one place that does it (test runs, ``pfc load``,
@@ -33,21 +42,21 @@ import array
 import json
 import socket
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from pfc.backends.base import Artifact
 from pfc.backends.ebpf.counters import READY_MAP
 from pfc.backends.ebpf.plan import SetMap
 from pfc.kernel import bpf
 
-FORMAT = "pfc-ebpf-maps/1"
+FORMAT = "pfc-ebpf-maps/2"
 VALUE = 1
 READY_VALUE = (1).to_bytes(4, "little")  # pfc_ready[0]: u32 1
 FAMILY = {4: socket.AF_INET, 6: socket.AF_INET6}
 ADDR_BYTES = {4: 4, 6: 16}
 TOP_ENTRIES = 1 << 18  # bitmap sets: one top entry per 64 /24s
-TOP = struct.Struct("<QQII")  # struct pfc_top: full, part, base, pad
-LEAF_SIZE = 32  # struct pfc_leaf: 256 bits
+TOP = struct.Struct("<QQI12x")  # struct pfc_top: full, part, base, pad (an entry)
+LEAF_SIZE = 32  # struct pfc_leaf: 256 bits; every entry of a bitmap set's array
 
 
 # ------------------------------------------------------------------ artifact side
@@ -59,12 +68,14 @@ def prefix_text(version: int, address: int, length: int) -> str:
 
 def map_record(s: SetMap) -> dict:
     prefixes = [prefix_text(s.version, a, n) for a, n in s.prefixes]
+    head = {"name": s.name, "inner": s.inner} | ({"set": s.source} if s.source else {})
     if s.kind == "bitmap":
-        return {"name": s.name, "type": "ipv4_bitmap", "family": 4, "leaf": s.leaf,
-                "top_entries": TOP_ENTRIES, "leaf_entries": s.partial, "prefixes": prefixes}
-    return {"name": s.name, "type": "lpm_trie", "family": s.version,
-            "key_size": s.key_size, "value_size": 1, "max_entries": len(s.prefixes),
-            "value": VALUE, "prefixes": prefixes}
+        return head | {"type": "ipv4_bitmap", "family": 4, "top_entries": TOP_ENTRIES,
+                       "leaf_entries": s.partial, "leaf_capacity": s.capacity,
+                       "prefixes": prefixes}
+    return head | {"type": "lpm_trie", "family": s.version, "key_size": s.key_size,
+                   "value_size": 1, "max_entries": len(s.prefixes), "value": VALUE,
+                   "prefixes": prefixes}
 
 
 def maps_file(sets: Iterable[SetMap]) -> bytes:
@@ -75,17 +86,19 @@ def maps_file(sets: Iterable[SetMap]) -> bytes:
 
 def maps_meta(sets: Iterable[SetMap]) -> dict:
     """``artifact.meta["maps"]``: map name → type, family, key size, value size,
-    entries (``max_entries``), for every map the sets declare."""
+    entries (``max_entries``), for every map the sets declare (the array of maps and
+    the inner map it starts with)."""
     out = {}
     for s in sets:
+        out[s.name] = {"type": "array_of_maps", "family": s.version, "key_size": 4,
+                       "value_size": 4, "entries": 1}
         if s.kind == "bitmap":
-            out[s.name] = {"type": "array", "family": 4, "key_size": 4,
-                           "value_size": TOP.size, "entries": TOP_ENTRIES}
-            out[s.leaf] = {"type": "array", "family": 4, "key_size": 4,
-                           "value_size": LEAF_SIZE, "entries": s.partial}
+            out[s.inner] = {"type": "array", "family": 4, "key_size": 4,
+                            "value_size": LEAF_SIZE, "entries": TOP_ENTRIES + s.capacity}
         else:
-            out[s.name] = {"type": "lpm_trie", "family": s.version, "key_size": s.key_size,
-                           "value_size": 1, "entries": len(s.prefixes)}
+            out[s.inner] = {"type": "lpm_trie", "family": s.version,
+                            "key_size": s.key_size, "value_size": 1,
+                            "entries": len(s.prefixes)}
     return out
 
 
@@ -107,46 +120,63 @@ def parse(data: bytes, name: str = "maps file") -> list[dict]:
 
 # --------------------------------------------------------------------- loader side
 
-def _prefixes(record: dict) -> Iterator[tuple[bytes, int]]:
-    """(address bytes, prefix length) of every entry."""
+def int_prefixes(record: dict) -> list[tuple[int, int]]:
+    """(address as an integer, prefix length) of every entry."""
     version = record["family"]
     family, full = FAMILY[version], 8 * ADDR_BYTES[version]
+    out = []
     for text in record["prefixes"]:
         addr, _, length = text.partition("/")
-        yield socket.inet_pton(family, addr), int(length or full)
+        out.append((int.from_bytes(socket.inet_pton(family, addr), "big"),
+                    int(length or full)))
+    return out
 
 
 def lpm_keys(record: dict) -> bytes:
     """Every entry's LPM_TRIE key, concatenated (``key_size`` bytes each)."""
-    out = bytearray()
-    for raw, length in _prefixes(record):
-        out += length.to_bytes(4, "little")
-        out += raw
-    return bytes(out)
+    return lpm_entries(record["family"], int_prefixes(record))[0]
 
 
-def bitmap_tables(record: dict) -> tuple[dict[int, bytes], bytes]:
+def lpm_entries(version: int, prefixes: list[tuple[int, int]]) -> tuple[bytes, bytes]:
+    """(keys, values) of an LPM_TRIE set: ``u32 prefixlen`` (host order) then the
+    address in network order; value 1."""
+    size = ADDR_BYTES[version]
+    key = struct.Struct(f"<I{size}s")
+    out = b"".join(key.pack(n, a.to_bytes(size, "big")) for a, n in prefixes)
+    return out, bytes([VALUE]) * len(prefixes)
+
+
+def bitmap_tables(prefixes: list[tuple[int, int]]) -> tuple[dict[int, bytes], bytes]:
     """An IPv4 bitmap set's non-zero top entries (index → struct pfc_top) and its
-    leaf array (struct pfc_leaf each, in the order of the /24s they describe)."""
+    leaves (struct pfc_leaf each, in the order of the /24s they describe; they follow
+    the ``TOP_ENTRIES`` in the set's array). One pass over the sorted prefixes."""
     full: dict[int, int] = {}
-    partial: dict[int, int] = {}
-    for raw, length in _prefixes(record):
-        addr = int.from_bytes(raw, "big")
-        if length <= 24:
-            _set_full(full, addr >> 8, 1 << (24 - length))
-        else:
-            n = 1 << (32 - length)
-            partial[addr >> 8] = partial.get(addr >> 8, 0) | (((1 << n) - 1) << (addr & 255))
     part: dict[int, int] = {}
     base: dict[int, int] = {}
-    leaf = bytearray(LEAF_SIZE * max(1, len(partial)))
-    for rank, i in enumerate(sorted(partial)):
-        base.setdefault(i >> 6, rank)
-        part[i >> 6] = part.get(i >> 6, 0) | 1 << (i & 63)
-        leaf[LEAF_SIZE * rank:LEAF_SIZE * (rank + 1)] = partial[i].to_bytes(LEAF_SIZE, "little")
-    top = {w: TOP.pack(full.get(w, 0), part.get(w, 0), base.get(w, 0), 0)
+    leaves: list[bytes] = []
+    cur, bits = -1, 0
+
+    def leaf() -> None:
+        w = cur >> 6
+        base.setdefault(w, len(leaves))
+        part[w] = part.get(w, 0) | 1 << (cur & 63)
+        leaves.append(bits.to_bytes(LEAF_SIZE, "little"))
+
+    for addr, length in sorted(prefixes):
+        if length <= 24:
+            _set_full(full, addr >> 8, 1 << (24 - length))
+            continue
+        if addr >> 8 != cur:
+            if cur >= 0:
+                leaf()
+            cur, bits = addr >> 8, 0
+        bits |= ((1 << (1 << (32 - length))) - 1) << (addr & 255)
+    if cur >= 0:
+        leaf()
+    pack = TOP.pack
+    top = {w: pack(full.get(w, 0), part.get(w, 0), base.get(w, 0))
            for w in sorted(full.keys() | part.keys())}
-    return top, bytes(leaf)
+    return top, b"".join(leaves)
 
 
 def _set_full(full: dict[int, int], first: int, count: int) -> None:
@@ -160,16 +190,66 @@ def _set_full(full: dict[int, int], first: int, count: int) -> None:
         full[w] = (1 << 64) - 1
 
 
+def bitmap_entries(prefixes: list[tuple[int, int]], capacity: int) -> tuple[bytes, bytes]:
+    """(keys, values) of a bitmap set's array: its non-zero top entries, then its
+    leaves from ``TOP_ENTRIES`` on. ValueError when they need more than ``capacity``."""
+    top, leaf = bitmap_tables(prefixes)
+    if len(leaf) > LEAF_SIZE * capacity:
+        raise ValueError(f"{len(leaf) // LEAF_SIZE} partial /24s, room for {capacity}")
+    keys = array.array("I", top)
+    keys.extend(range(TOP_ENTRIES, TOP_ENTRIES + len(leaf) // LEAF_SIZE))
+    return keys.tobytes(), b"".join(top.values()) + leaf
+
+
 def updates(record: dict) -> list[tuple[str, bytes, bytes]]:
-    """(map name, keys, values) that fill one set's maps (concatenated entries)."""
+    """(map name, keys, values) that fill one set's inner map (concatenated entries)."""
+    return [(record.get("inner", record["name"]), *entries(record, int_prefixes(record)))]
+
+
+def entries(record: dict, prefixes: list[tuple[int, int]]) -> tuple[bytes, bytes]:
+    """(keys, values) of the inner map of a set of ``record``'s kind holding
+    ``prefixes`` (collapsed, disjoint; the record's own ones or new ones)."""
     if record["type"] == "lpm_trie":
-        count = len(record["prefixes"])
-        return [(record["name"], lpm_keys(record), bytes([record["value"]]) * count)]
+        return lpm_entries(record["family"], prefixes)
     if record["type"] != "ipv4_bitmap":
         raise ValueError(f"unknown set map type {record['type']!r}")
-    top, leaf = bitmap_tables(record)
-    return [(record["name"], array.array("I", top).tobytes(), b"".join(top.values())),
-            (record["leaf"], array.array("I", range(len(leaf) // LEAF_SIZE)).tobytes(), leaf)]
+    return bitmap_entries(prefixes, record["leaf_capacity"])
+
+
+def held(record: dict, data: bytes) -> list[tuple[int, int]]:
+    """The prefixes an inner map holds, from its keys (``lpm_trie``) or its values
+    (``ipv4_bitmap``: the whole array): the inverse of :func:`entries`, not collapsed
+    (a bitmap gives whole /24s and addresses)."""
+    if record["type"] == "lpm_trie":
+        size = 4 + ADDR_BYTES[record["family"]]
+        return [(int.from_bytes(data[i + 4:i + size], "big"),
+                 int.from_bytes(data[i:i + 4], "little")) for i in range(0, len(data), size)]
+    words = memoryview(data).cast("Q")
+    out = []
+    for w in range(min(TOP_ENTRIES, len(words) // 4)):
+        full, part = words[4 * w], words[4 * w + 1]
+        if not (full or part):
+            continue
+        out += [(((w << 6) | b) << 8, 24) for b in _bits(full)]
+        rank = words[4 * w + 2] & 0xFFFFFFFF
+        for b in _bits(part):
+            at = 4 * (TOP_ENTRIES + rank)
+            leaf = words[at:at + 4]
+            bits = leaf[0] | leaf[1] << 64 | leaf[2] << 128 | leaf[3] << 192 if len(
+                leaf) == 4 else 0
+            out += [(((w << 6) | b) << 8 | x, 32) for x in _bits(bits)]
+            rank += 1
+    return out
+
+
+def _bits(n: int) -> list[int]:
+    """The positions of the set bits of ``n``, lowest first."""
+    out = []
+    while n:
+        low = n & -n
+        out.append(low.bit_length() - 1)
+        n ^= low
+    return out
 
 
 def fill(obj: bpf.Object, artifact: Artifact) -> None:
@@ -214,8 +294,7 @@ def bpftool_batch(records: list[dict], pin_dir: str) -> str:
     lines = []
     for record in records:
         for name, keys, values in updates(record):
-            count = len(keys) // 4 if record["type"] != "lpm_trie" else len(
-                record["prefixes"])
+            count = len(values) // (LEAF_SIZE if record["type"] != "lpm_trie" else 1)
             if count == 0:
                 continue
             ksize, vsize = len(keys) // count, len(values) // count

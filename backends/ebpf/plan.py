@@ -73,12 +73,17 @@ class SetMap:
       lookups the verifier inlines instead of a trie walk (docs/ebpf.md, measured).
 
     One set per (rule, match, family), named ``pfc_r<rule>_<field><family>`` (BPF
-    object names keep 15 characters: enough up to rule 99999, 9999 for ``leaf``)."""
+    object names keep 15 characters: enough up to rule 99999, 9999 for ``inner``).
+    ``name`` is an ``ARRAY_OF_MAPS`` of one slot holding the set's map (``inner``): a
+    live change (``pfc set``) fills a new inner map and swaps it in with one update
+    (docs/operate.md). ``source``: the ``set``/``define`` whose contents these are
+    exactly (None: a list written in the rule, or merged with others)."""
 
     name: str
     version: int
     prefixes: tuple[tuple[int, int], ...]  # (network address as an integer, length)
     kind: str = "lpm"  # lpm | bitmap
+    source: str | None = None
 
     @property
     def key_size(self) -> int:
@@ -90,14 +95,26 @@ class SetMap:
         return 1 if self.version == 4 else 4
 
     @property
-    def leaf(self) -> str:
-        return self.name + "l"
+    def inner(self) -> str:
+        return self.name + "i"
 
     @property
     def partial(self) -> int:
         """bitmap: how many /24s the set holds only part of (leaf entries, at least 1:
         an array cannot be empty)."""
         return max(1, len({a >> 8 for a, n in self.prefixes if n > 24}))
+
+    @property
+    def capacity(self) -> int:
+        """bitmap: leaf entries the inner array has room for, with headroom for live
+        changes (an inner array's size is fixed: the verifier inlines its lookups)."""
+        return leaf_capacity(self.partial)
+
+
+def leaf_capacity(partial: int) -> int:
+    """Room for ``partial`` leaves and half as many more (at least 1024), rounded up to
+    a multiple of 1024."""
+    return (max(partial + partial // 2, 1024) + 1023) // 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -251,7 +268,7 @@ def addr_plan(m: ir.AddrMatch, version: int, name: str) -> MatchPlan:
         if len(prefixes) > INLINE_PREFIXES_MAX:
             kind = "bitmap" if version == 4 and len(prefixes) > BITMAP_MIN_PREFIXES else "lpm"
             return MatchPlan("addr", m.field, m.negated, "ip", off + size, off, size,
-                             setmap=SetMap(name, version, prefixes, kind))
+                             setmap=SetMap(name, version, prefixes, kind, m.set_name))
         net_type = ipaddress.IPv4Network if version == 4 else ipaddress.IPv6Network
         nets = [net_type(p) for p in prefixes]
     alternatives = tuple(prefix_words(n, off) for n in nets)

@@ -70,7 +70,8 @@ def _set(args: argparse.Namespace) -> int:
 SET = Command("set", "add, delete or replace a loaded set's entries in place (atomic)",
               "Change the entries of a `set NAME = file` of the policy pfc loaded on a\n"
               "device, without reloading it: nft one transaction, iptables an ipset\n"
-              "swap; xdp/tc (and sets the backend compiled into the rules) an atomic\n"
+              "swap, xdp/tc a map swapped into its slot (counters kept); sets the\n"
+              "backend compiled into the rules (and eBPF sets used twice): an atomic\n"
               "replace of the policy recompiled with the new entries. Every packet sees\n"
               "the old set or the new one. The change lasts until the policy is loaded\n"
               "again (pfc load, or pfc apply of a changed config): the file's entries\n"

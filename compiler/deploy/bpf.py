@@ -99,7 +99,7 @@ def new_identity(plan: Plan, obj: bpf.Object) -> dict:
     info = bpf_attach.prog_info(obj.programs[meta["program"]].fd)
     return {"prog_id": info.id, "prog_tag": info.tag, "prog_name": info.name,
             "counters": meta.get("counters"), "counter_slots": counter_slots(meta),
-            "ready_map": meta.get("ready_map")}
+            "ready_map": meta.get("ready_map"), "set_maps": set_maps(plan.artifact)}
 
 
 def is_ours(info: bpf_attach.ProgInfo | None, attach: dict) -> bool:
@@ -314,3 +314,25 @@ def xdp_discover(dev: str) -> dict | None:
 
 LOADERS = {"xdp": Loader(xdp_attach, xdp_detach, xdp_inspect, xdp_recover, no_retire,
                          xdp_discover)}
+
+
+# ------------------------------------------------------------------ live set changes
+
+def set_maps(artifact) -> list[dict]:
+    """What a load records of the object's set maps (``attach["set_maps"]``): each
+    maps-file record without its prefixes, with their count and digest (the drift
+    check of a map no ``set`` feeds)."""
+    from pfc.backends.ebpf import maps as ebpf_maps
+
+    out = []
+    for r in ebpf_maps.maps_of(artifact):
+        prefixes = ebpf_maps.int_prefixes(r)
+        out.append({k: v for k, v in r.items() if k != "prefixes"}
+                   | {"count": len(prefixes), "digest": prefix_digest(prefixes)})
+    return out
+
+
+def prefix_digest(prefixes: list[tuple[int, int]]) -> str:
+    import hashlib
+
+    return hashlib.sha256(repr(sorted(prefixes)).encode()).hexdigest()[:32]

@@ -301,7 +301,7 @@ def test_large_sets_are_looked_up_in_lpm_maps(hook):
     text = define + "drop src $big\ncount dst $big\npass tcp !dst $big\ndefault drop\n"
     artifact = build(text, hook)
     source = ebpf.render(artifact.policy, hook)
-    assert source.count("BPF_MAP_TYPE_LPM_TRIE") == 6 and len(artifact.meta["maps"]) == 6
+    assert source.count("BPF_MAP_TYPE_ARRAY_OF_MAPS") == 6 and len(artifact.meta["maps"]) == 12
     edges = []
     for net in map(ipaddress.ip_network, nets[::7]):
         for addr in (net[0], net[-1], net[0] - 1, net[-1] + 1):

@@ -97,11 +97,12 @@ def test_short_lists_stay_inline_long_ones_become_maps():
     assert list(art.files) == ["gen.xdp.c"]
     big = small + ["10.1.0.1"]
     art = build(_define("s", big) + "drop src $s\ndrop dst $s\n", "xdp", "c")
-    assert art.text.count("BPF_MAP_TYPE_LPM_TRIE") == 2
+    assert art.text.count("BPF_MAP_TYPE_ARRAY_OF_MAPS") == 2
     assert "pfc_r0_src4" in art.text and "pfc_r1_dst4" in art.text
-    assert art.meta["maps"]["pfc_r0_src4"] == {"type": "lpm_trie", "family": 4,
-                                               "key_size": 8, "value_size": 1,
-                                               "entries": 33}
+    assert art.meta["maps"]["pfc_r0_src4i"] == {"type": "lpm_trie", "family": 4,
+                                                "key_size": 8, "value_size": 1,
+                                                "entries": 33}
+    assert art.meta["maps"]["pfc_r0_src4"]["type"] == "array_of_maps"
     assert list(art.files) == ["gen.xdp.c", "gen.xdp.maps.json"]
 
 
@@ -123,7 +124,7 @@ def test_maps_file_holds_the_collapsed_prefixes_of_each_family():
         mine = [ipaddress.ip_network(n) for n in nets]
         want = list(ipaddress.collapse_addresses(n for n in mine if n.version == version))
         assert [ipaddress.ip_network(p) for p in record["prefixes"]] == want
-        assert record["max_entries"] == len(want) == art.meta["maps"][record["name"]]["entries"]
+        assert record["max_entries"] == len(want) == art.meta["maps"][record["inner"]]["entries"]
         assert record["key_size"] == (8 if version == 4 else 20)
     assert len(ebpf_maps.lpm_keys(records["pfc_r0_src6"])) == 20 * len(
         records["pfc_r0_src6"]["prefixes"])
@@ -135,7 +136,7 @@ def test_a_field_given_twice_is_one_map_of_the_intersection():
     a = [f"10.0.{i}.0/24" for i in range(80)] + [f"10.{i}.0.0/16" for i in range(2, 40)]
     b = [f"10.0.{i}.1" for i in range(120)] + [f"10.1.{i}.0/24" for i in range(40)]
     art = build(_define("a", a) + _define("b", b) + "drop src $a src $b\n", "xdp", "c")
-    assert set(art.meta["maps"]) == {"pfc_r0_src4"}
+    assert set(art.meta["maps"]) == {"pfc_r0_src4", "pfc_r0_src4i"}
     [record] = ebpf_maps.maps_of(art)
     assert [ipaddress.ip_network(p) for p in record["prefixes"]] == [
         ipaddress.ip_network(f"10.0.{i}.1/32") for i in range(80)]
@@ -166,9 +167,12 @@ def test_a_blocklist_written_as_rules_is_one_map():
     lines = "".join(f"drop src 10.{i // 250}.{i % 250}.9\n" for i in range(1000))
     art = build(lines + "count udp\ndrop src 192.0.2.1\n", "xdp", "c")
     assert len(art.policy.rules) == 3  # the run, the count, the last drop
-    assert art.meta["maps"] == {"pfc_r0_src4": {"type": "lpm_trie", "family": 4,
-                                                "key_size": 8, "value_size": 1,
-                                                "entries": 1000}}
+    assert art.meta["maps"] == {"pfc_r0_src4": {"type": "array_of_maps", "family": 4,
+                                                "key_size": 4, "value_size": 4,
+                                                "entries": 1},
+                                "pfc_r0_src4i": {"type": "lpm_trie", "family": 4,
+                                                 "key_size": 8, "value_size": 1,
+                                                 "entries": 1000}}
     assert "(1000 entries)" in art.text and "10.3.249.9" not in art.text
 
 
@@ -192,7 +196,8 @@ def test_large_sets_agree_with_the_interpreter(hook):
     the edges of every collapsed prefix (±1) and generated frames."""
     a, b = _nets(400, 2), _nets(120, 3)
     artifact = build(_define("a", a) + _define("b", b) + POLICY, hook)
-    assert len(artifact.meta["maps"]) == 10  # 5 rules × 2 families; `src $b src $a` inline
+    assert len(artifact.meta["maps"]) == 20  # 5 rules × 2 families × (slot, set);
+    # `src $b src $a` inline
     assert not any(name.startswith("pfc_r4_") for name in artifact.meta["maps"])
     check(artifact, edge_frames(artifact, 5) + gen.sample(artifact.policy, 400, seed=21))
 
@@ -242,10 +247,10 @@ def test_update_batch_and_one_by_one_fill_the_same_trie():
     elf = art.files["gen.xdp.o"]
     with bpf.Object(elf, "pfc_xdp") as one, bpf.Object(elf, "pfc_xdp") as batch:
         for i in range(n):
-            one.maps[record["name"]].update_bytes(keys[8 * i:8 * i + 8], b"\1")
-        batch.maps[record["name"]].update_batch(keys, b"\1" * n)
+            one.maps[record["inner"]].update_bytes(keys[8 * i:8 * i + 8], b"\1")
+        batch.maps[record["inner"]].update_batch(keys, b"\1" * n)
         with pytest.raises(bpf.BpfError):  # full: max_entries is the prefix count
-            batch.maps[record["name"]].update_bytes(bytes([32, 0, 0, 0, 1, 2, 3, 4]), b"\1")
+            batch.maps[record["inner"]].update_bytes(bytes([32, 0, 0, 0, 1, 2, 3, 4]), b"\1")
         prog_a, prog_b = one.programs["pfc_xdp"], batch.programs["pfc_xdp"]
         for x in _edges([ipaddress.ip_network(p) for p in record["prefixes"][::3]]):
             frame = _frame(x, "src")
@@ -260,7 +265,7 @@ def test_bpftool_batch_fills_an_object_loaded_by_hand(tmp_path, size):
     passes a non-member (90 prefixes: LPM_TRIE; 1500: the IPv4 bitmap)."""
     nets = _mixed_v4(size, 6)
     art = build(_define("a", nets) + "drop src $a\n", "xdp")
-    assert len(art.meta["maps"]) == (1 if size < 1000 else 2)
+    assert len(art.meta["maps"]) == 2  # the slot and the set (a trie or a bitmap array)
     obj = tmp_path / "x.o"
     obj.write_bytes(art.files["gen.xdp.o"])
     (tmp_path / "x.maps.json").write_bytes(art.files["gen.xdp.maps.json"])

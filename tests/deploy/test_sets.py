@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import random
+import subprocess
 import threading
 
 import pytest
@@ -13,7 +14,8 @@ import pytest
 from pfc import api
 from pfc.deploy import sets
 from pfc.deploy.base import LoadError
-from pfc.kernel import netns
+from pfc.deploy.sets import contents, nft
+from pfc.kernel import netns, nfnl
 from pfc.oracle import framebuild as fb
 from tests.deploy.test_load import (
     ROOT_REASON,
@@ -28,22 +30,20 @@ from tests.deploy.test_load import (
 kernel = pytest.mark.skipif(ROOT_REASON is not None, reason=ROOT_REASON or "")
 
 
-def members(nets: dict) -> set[str]:
-    return {str(a) for v in (4, 6) for n in nets[v]
-            for a in ipaddress.ip_network(sets.text(n), strict=False)}
+def members(contents: dict) -> set[tuple[int, int]]:
+    return {(v, a) for v in (4, 6) for lo, hi in contents[v] for a in range(lo, hi + 1)}
 
 
 def test_contents_add_del_replace_match_address_sets():
     rng = random.Random(7)
     pool = [f"10.0.{rng.randrange(4)}.{rng.randrange(256)}" for _ in range(300)]
-    old = sets.parse_entries("s", pool[:200] + ["10.0.9.0/24", "2001:db8::/126"])
-    given = sets.parse_entries("s", pool[100:] + ["10.0.9.128/25", "2001:db8::1"])
-    want_old = members(sets.collapse(old))
-    want_given = members(sets.collapse(given))
+    old = sets.parse_entries("s", pool[:200] + ["10.0.9.0/24", "2001:db8::/126", "# c", ""])
+    given = sets.parse_entries("s", pool[100:] + ["10.0.9.128/25 # half", "2001:db8::1"])
+    want_old, want_given = members(old), members(given)
     assert members(sets.new_contents("add", old, given)) == want_old | want_given
     assert members(sets.new_contents("del", old, given)) == want_old - want_given
     assert members(sets.new_contents("replace", old, given)) == want_given
-    merged = sets.collapse(sets.parse_entries("s", ["10.0.0.0/25", "10.0.0.128/25"]))
+    merged = contents.nets(sets.parse_entries("s", ["10.0.0.0/25", "10.0.0.128/25"]))
     assert [sets.text(n) for n in merged[4]] == ["10.0.0.0/24"]
     with pytest.raises(LoadError, match="entry 2 `10.0.0.300`"):
         sets.parse_entries("s", ["10.0.0.1", "10.0.0.300"])
@@ -51,23 +51,45 @@ def test_contents_add_del_replace_match_address_sets():
         sets.parse_entries("s", ["80"])
 
 
-def test_nft_removals_from_an_interval_set_are_a_flush_and_refill():
-    """libnftables deletes interval elements slowly (seconds per hundred on a 100k set):
-    a removal from an interval set refills it in the same transaction; additions alone
-    stay a delta, and a hash set keeps ``delete element``."""
-    old = sets.collapse(sets.parse_entries("s", ["10.0.0.1", "10.0.0.3", "2001:db8::1"]))
-    less = sets.collapse(sets.parse_entries("s", ["10.0.0.1", "2001:db8::1"]))
-    more = sets.collapse(sets.parse_entries("s", ["10.0.0.1", "10.0.0.3", "10.0.0.5",
-                                                  "2001:db8::1"]))
-    interval = {"s4": True, "s6": True}
-    assert sets.nft_lines("inet pfc", "s", old, less, interval) == [
-        "flush set inet pfc s4", "add element inet pfc s4 { 10.0.0.1 }"]
-    assert sets.nft_lines("inet pfc", "s", old, more, interval) == [
-        "add element inet pfc s4 { 10.0.0.5 }"]
-    assert sets.nft_lines("inet pfc", "s", old, less, {"s4": False, "s6": False}) == [
-        "delete element inet pfc s4 { 10.0.0.3 }"]
-    assert sets.nft_lines("inet pfc", "s", old, less, {"s6": True}) is None  # in the rules
-    assert sets.nft_lines("inet pfc", "s", old, old, {}) == []
+def test_nft_changes_are_element_deltas_in_one_transaction():
+    """Interval sets hold a start and an end element per range (and a leading end at
+    address 0), as libnftables encodes them; a change deletes the elements that go and
+    adds those that come; a set of addresses expands small prefixes, refuses large
+    ones (the caller reloads), as it does a family without a set (in the rules)."""
+    def ip(x: str, flag: int = 0):
+        return ipaddress.ip_address(x).packed, flag
+
+    old = sets.parse_entries("s", ["10.0.0.1", "10.0.0.3", "2001:db8::1"])
+    less = sets.parse_entries("s", ["10.0.0.1", "2001:db8::1"])
+    more = sets.parse_entries("s", ["10.0.0.1", "10.0.0.3", "10.0.0.7/31", "2001:db8::1"])
+    interval = {"s4": nfnl.SetInfo(True, 4), "s6": nfnl.SetInfo(True, 16)}
+    end = nfnl.NFT_SET_ELEM_INTERVAL_END
+    assert nfnl.interval_elements(old[4], 4) == [ip("0.0.0.0", end), ip("10.0.0.1"),
+                                                 ip("10.0.0.2", end), ip("10.0.0.3"),
+                                                 ip("10.0.0.4", end)]
+    assert nft.steps("s", old, less, interval) == [
+        ("delete", "s4", [ip("10.0.0.3"), ip("10.0.0.4", end)])]
+    assert nft.steps("s", old, more, interval) == [
+        ("add", "s4", [ip("10.0.0.6"), ip("10.0.0.8", end)])]
+    grown = sets.parse_entries("s", ["10.0.0.1", "10.0.0.3/31", "2001:db8::1"])
+    assert nft.steps("s", old, grown, interval) == [  # whole ranges, never a lone end
+        ("delete", "s4", [ip("10.0.0.1"), ip("10.0.0.2", end), ip("10.0.0.3"),
+                          ip("10.0.0.4", end)]),
+        ("add", "s4", [ip("10.0.0.1"), ip("10.0.0.4", end)])]
+    hashed = {"s4": nfnl.SetInfo(False, 4), "s6": nfnl.SetInfo(False, 16)}
+    assert nft.steps("s", old, more, hashed) == [
+        ("add", "s4", [ip("10.0.0.6"), ip("10.0.0.7")])]
+    big = sets.parse_entries("s", ["10.0.0.1", "10.1.0.0/16", "2001:db8::1"])
+    assert nft.steps("s", old, big, hashed) is None
+    assert nft.steps("s", old, less, {"s6": interval["s6"]}) is None  # in the rules
+    assert nft.steps("s", old, old, {}) == []
+
+
+def test_uses_counts_whole_value_matches_only():
+    assert contents.uses('set bl = file "x"\ndrop src $bl\n', "bl") == 1
+    assert contents.uses('set bl = file "x"\ndrop src $bl\npass !dst $bl\n', "bl") == 2
+    assert contents.uses('set bl = file "x"\ndrop src { $bl, 1.2.3.4 }\n', "bl") is None
+    assert contents.uses('set bl = file "x"\ndefine b = $bl\ndrop src $b\n', "bl") is None
 
 
 # ------------------------------------------------------------------------ kernel
@@ -127,7 +149,7 @@ def test_nft_100k_replace_under_traffic_loses_nothing(lab, tmp_path):
         stop.set()
         sender.join()
     deliver(lab, [])
-    collapsed = sets.collapse(sets.parse_entries("bl", new))
+    collapsed = contents.nets(sets.parse_entries("bl", new))
     assert change.how == "nft transaction" and change.size == len(collapsed[4])
     print(f"nft: 100k replace in {change.seconds:.2f} s; {sent[0]} probe pairs meanwhile")
     dropped = counters_of(entry(lab, "nft"))[0][0]
@@ -153,7 +175,7 @@ def test_set_changes_in_place_or_by_atomic_replace(lab, tmp_path, target):
                *extra)[0] == 0
     code, out, err = pfc("set", "del", "bl", STAY, "--dev", lab.dut, "--netns", lab.name)
     assert code == 0, err
-    assert ("ipset swap" if target == "iptables" else "policy replaced atomically") in out
+    assert ("ipset swap" if target == "iptables" else "map swap (atomic; counters kept)") in out
     deliver(lab, [from_(lab, STAY, 1)])
     assert counters_of(entry(lab, target))[0][0] == 0  # no longer in the set
     code, out, err = pfc("set", "add", "bl", f"{STAY}/32", "--dev", lab.dut, "--netns",
@@ -189,3 +211,52 @@ def test_status_sees_a_set_changed_outside_pfc_and_apply_repairs_it(lab, tmp_pat
     assert pfc("status", "--netns", lab.name)[0] == 0
     deliver(lab, [from_(lab, STAY, 5)])
     assert counters_of(entry(lab, target))[0][0] == 1
+
+
+@kernel
+@pytest.mark.kernel
+def test_an_nft_set_killed_before_pfc_wrote_its_copy_is_finished_by_the_next(lab, tmp_path):
+    """Killed after the transaction, before pfc's copy: the kernel holds the new set,
+    status says so and that a `pfc set` was interrupted; the same command again
+    rewrites the set from the copy (flush and refill) and status is clean."""
+    import os
+    import sys
+
+    path = blocklist_policy(tmp_path, 6, 2000)
+    assert pfc("load", path, "--target", "nft", "--dev", lab.dut, "--netns", lab.name)[0] == 0
+    argv = ["set", "del", "bl", STAY, "--dev", lab.dut, "--netns", lab.name]
+    proc = subprocess.run([sys.executable, "-m", "pfc.cli", *argv],
+                          env=os.environ | {"PFC_TEST_KILL_AT": "set-changed"},
+                          capture_output=True, text=True)
+    assert proc.returncode == -9, proc.stderr
+    deliver(lab, [from_(lab, STAY, 1)])
+    assert counters_of(entry(lab, "nft"))[0][0] == 0  # the new set: STAY passes
+    code, out, _ = pfc("status", "--netns", lab.name)
+    assert code == 4 and "pfc put 2001 (+0 -1)" in out and "was interrupted" in out, out
+    code, out, err = pfc(*argv)
+    assert code == 0 and "nft transaction" in out, err
+    assert pfc("status", "--netns", lab.name)[0] == 0
+
+
+@kernel
+@pytest.mark.kernel
+def test_nft_interval_set_deltas_match_the_copy(lab, tmp_path):
+    """An interval set (prefixes): additions that merge with neighbours, a deletion
+    that splits a prefix, a replace; after each the kernel's elements are pfc's copy
+    (status 0) and a probe is judged by the new contents."""
+    nets = [f"10.{i}.0.0/16" for i in range(1, 40)] + ["10.99.0.0/30", "192.0.2.9"]
+    (tmp_path / "bl.txt").write_text("\n".join(nets) + "\n")
+    path = policy_file(tmp_path, 'set bl = file "bl.txt"\ndrop src $bl\n', "bl.pf")
+    assert pfc("load", path, "--target", "nft", "--dev", lab.dut, "--netns", lab.name)[0] == 0
+    steps = [("add", ["10.99.0.4/30", "10.0.255.255"], STAY, 1),  # merges 10.99.0.0/29
+             ("del", ["10.99.0.6", "10.5.128.0/17"], STAY, 2),  # splits a prefix
+             ("del", [STAY], STAY, 2), ("add", ["10.99.0.0/16"], STAY, 3),
+             ("replace", ["10.99.0.7", "10.200.0.0/16"], STAY, 4),
+             ("replace", nets, STAY, 4)]
+    for op, entries, probe, dropped in steps:
+        code, out, err = pfc("set", op, "bl", *entries, "--dev", lab.dut, "--netns",
+                             lab.name)
+        assert code == 0 and "nft transaction" in out, (op, entries, err)
+        assert pfc("status", "--netns", lab.name)[0] == 0, (op, entries)
+        deliver(lab, [from_(lab, probe, dropped)])
+        assert counters_of(entry(lab, "nft"))[0][0] == dropped, (op, entries)

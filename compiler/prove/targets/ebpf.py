@@ -26,7 +26,7 @@ READY_MAP = "pfc_ready"
 @dataclass
 class MapInfo:
     name: str
-    kind: str  # "array" | "percpu_array" | "lpm_trie" | "hash"
+    kind: str  # "array" | "percpu_array" | "lpm_trie" | "hash" | "array_of_maps"
     key_size: int
     value_size: int
     entries: int
@@ -115,6 +115,8 @@ def maps_of(artifact: Artifact) -> dict[str, MapInfo]:
     file = artifact.meta.get("maps_file")
     if file and file in artifact.files:
         for record in ebpf_maps.parse(artifact.files[file], file):
+            if record.get("inner"):  # the set's slot holds its inner map
+                out[record["name"]].contents[bytes(4)] = record["inner"].encode()
             for name, keys, values in ebpf_maps.updates(record):
                 _fill(out.setdefault(name, MapInfo(name, "array", 4, 1, 0)), keys, values,
                       record)

@@ -3,7 +3,8 @@ compute them (Linux 6.x; packets never ``CHECKSUM_PARTIAL``, always linear).
 
 Map lookups (1) find values in the contents :mod:`pfc.prove.targets.ebpf` gives each map:
 arrays by index (NULL past ``max_entries``), LPM tries by longest prefix, hashes by
-key; updates (2) and deletes (3) return 0 and change nothing the verdict reads.
+key, an array of maps (a set's slot) by key 0, whose value looked up in is the inner
+map; updates (2) and deletes (3) return 0 and change nothing the verdict reads.
 ``bpf_skb_load_bytes`` (26) / ``bpf_xdp_load_bytes`` (189) copy frame bytes to the
 stack (zeros and -EFAULT past the end), ``bpf_skb_store_bytes`` (9) writes them back,
 ``bpf_skb_pull_data`` (39) succeeds, ``bpf_l3_csum_replace`` (10) and
@@ -58,6 +59,8 @@ def _stack_bytes(s: State, ptr, n: int) -> z3.BitVecRef:
 
 def _lookup(vm: Machine, s: State):
     m = s.reg(1)
+    if m[0] == "val" and vm.maps[m[1]].kind == "array_of_maps":  # the map in the slot
+        m = ("map", vm.maps[m[1]].contents[bytes(4)].decode())
     if m[0] != "map":
         raise Unsupported("bpf_map_lookup_elem on something that is not a map")
     info = vm.maps[m[1]]

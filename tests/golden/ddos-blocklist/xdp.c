@@ -114,28 +114,60 @@ struct pfc_lpm4 {
 	__u32 addr;
 };
 
+struct pfc_lpm4_set { /* the inner maps' type (their sizes may differ) */
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1);
+	__type(key, struct pfc_lpm4);
+	__type(value, __u8);
+};
+
 struct pfc_lpm6 {
 	__u32 prefixlen;
 	__u32 addr[4];
 };
 
-/* 400 disjoint IPv4 prefixes, filled at load time */
+struct pfc_lpm6_set { /* the inner maps' type (their sizes may differ) */
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1);
+	__type(key, struct pfc_lpm6);
+	__type(value, __u8);
+};
+
+/* 400 disjoint IPv4 prefixes, filled at load time, in the
+ * one slot of an array of maps: a live change swaps in a new trie with one update */
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 400);
 	__type(key, struct pfc_lpm4);
 	__type(value, __u8);
-} pfc_r0_src4 SEC(".maps");
+} pfc_r0_src4i SEC(".maps");
 
-/* 40 disjoint IPv6 prefixes, filled at load time */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct pfc_lpm4_set);
+} pfc_r0_src4 SEC(".maps") = { .values = { [0] = (void *)&pfc_r0_src4i } };
+
+/* 40 disjoint IPv6 prefixes, filled at load time, in the
+ * one slot of an array of maps: a live change swaps in a new trie with one update */
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 40);
 	__type(key, struct pfc_lpm6);
 	__type(value, __u8);
-} pfc_r0_src6 SEC(".maps");
+} pfc_r0_src6i SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct pfc_lpm6_set);
+} pfc_r0_src6 SEC(".maps") = { .values = { [0] = (void *)&pfc_r0_src6i } };
 
 
 SEC("xdp")
@@ -163,6 +195,7 @@ int pfc_xdp(struct xdp_md *ctx)
 	int verdict;
 
 	if (!pfc_is_ready()) { /* fail closed: the sets' maps are not filled yet */
+pfc_unready: /* or a set's slot is empty (emptied outside pfc) */
 		pfc_count(3, counted);
 		return PFC_DROP;
 	}
@@ -170,12 +203,16 @@ int pfc_xdp(struct xdp_md *ctx)
 	/* rule 0, line 9: drop src $flood (440 entries) */
 	if ((etype == ETH_IP4 && ({ pfc_cur p = FRESH(ip);
 	    HAVE(p, 16) &&
-	    ({ struct pfc_lpm4 k_ = { 32, RAW32(p, 12) };
-		     bpf_map_lookup_elem(&pfc_r0_src4, &k_) != 0; }); })) ||
+	    ({ __u32 k0_ = 0; void *set_ = bpf_map_lookup_elem(&pfc_r0_src4, &k0_);
+		     if (!set_) goto pfc_unready; /* no set in the slot: fail closed */
+		     struct pfc_lpm4 k_ = { 32, RAW32(p, 12) };
+		     bpf_map_lookup_elem(set_, &k_) != 0; }); })) ||
 	    (etype == ETH_IP6 && ({ pfc_cur p = FRESH(ip);
 	    HAVE(p, 24) &&
-	    ({ struct pfc_lpm6 k_ = { 128, { RAW32(p, 8), RAW32(p, 12), RAW32(p, 16), RAW32(p, 20) } };
-		     bpf_map_lookup_elem(&pfc_r0_src6, &k_) != 0; }); })))
+	    ({ __u32 k0_ = 0; void *set_ = bpf_map_lookup_elem(&pfc_r0_src6, &k0_);
+		     if (!set_) goto pfc_unready; /* no set in the slot: fail closed */
+		     struct pfc_lpm6 k_ = { 128, { RAW32(p, 8), RAW32(p, 12), RAW32(p, 16), RAW32(p, 20) } };
+		     bpf_map_lookup_elem(set_, &k_) != 0; }); })))
 		PFC_DECIDE(0, PFC_DROP);
 
 	/* rule 1, line 10: drop udp dst 192.168.50.4 dport 0 */
