@@ -16,8 +16,9 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, replace
 
-from pfc.backends.base import c_comment, rule_features
+from pfc.backends.base import rule_features
 from pfc.backends.ebpf import counters, flowplan
+from pfc.backends.ebpf.comment import describe
 from pfc.frontend import ir
 
 # Field layout per IP version: (offset from the IP header, size in bytes).
@@ -366,41 +367,6 @@ def redirect_plan(rule: ir.Rule) -> RedirectPlan:
     port = action.port if rule.proto in (ir.TCP, ir.UDP) else None
     return RedirectPlan(version, tuple(_u32_words(action.address)),
                         IP_FIELDS[version]["dst"][0], IP_FIELDS[version]["proto"][0], port)
-
-
-def _net_text(net: ir.IPNetwork) -> str:
-    return str(net.network_address) if net.prefixlen == net.max_prefixlen else str(net)
-
-
-def _match_text(m: ir.Match) -> str:
-    neg = "!" if m.negated else ""
-    if isinstance(m, ir.AddrMatch):
-        if len(m.prefixes) > 4:
-            name = f"${m.set_name} " if m.set_name else ""
-            return f"{neg}{m.field} {name}({len(m.prefixes)} entries)"
-        return f"{neg}{m.field} " + ", ".join(_net_text(n) for n in m.prefixes)
-    if isinstance(m, ir.IntMatch):
-        return f"{neg}{m.field} " + ", ".join(
-            f"{lo}" if lo == hi else f"{lo}-{hi}" for lo, hi in m.ranges)
-    if isinstance(m, ir.FlagsMatch):
-        return neg + "flags " + ",".join(("" if m.set & bit else "!") + name
-                                         for name, bit in ir.TCP_FLAGS.items()
-                                         if (m.set | m.clear) & bit)
-    if isinstance(m, ir.FragMatch):
-        return neg + "frag"
-    assert isinstance(m, ir.PayloadMatch)
-    return f"{neg}payload[{m.offset}:{len(m.data)}] == 0x{m.data.hex()}"
-
-
-def describe(rule: ir.Rule) -> str:
-    """The rule as a C comment, rebuilt from IR values (set names are identifiers)."""
-    words = [rule.action.name] + ([rule.proto_name] if rule.proto_name != "all" else [])
-    words += [_match_text(m) for m in rule.matches]
-    if isinstance(rule.action, ir.Redirect):
-        port = rule.action.port
-        words.append(f"to {rule.action.address}" + (f" port {port}" if port is not None
-                                                     else ""))
-    return c_comment(" ".join(words + flowplan.options_text(rule)))
 
 
 def rule_plan(rule: ir.Rule, slot: int = 0,

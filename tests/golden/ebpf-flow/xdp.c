@@ -336,7 +336,7 @@ int pfc_xdp(struct xdp_md *ctx)
 	    ({ pfc_cur q = FRESH(l4);
 	      HAVE(q, 4) &&
 	      U16(q, 2) == 80; }); }))) &&
-	    pfc_within(0 + (etype == ETH_IP6), 200000000ULL, 2000000000ULL))
+	    pfc_within(0 + (etype == ETH_IP6), 200000000ULL, 1000000000ULL))
 		pfc_event(PFC_EV_ARGS, 1, 1, 0, 0x6e69203a626577ULL, 0x0ULL,
 			  0x0ULL, 0x0ULL, 64);
 
@@ -373,7 +373,7 @@ int pfc_xdp(struct xdp_md *ctx)
 	    ({ pfc_cur q = FRESH(l4);
 	      HAVE(q, 4) &&
 	      U16(q, 2) == 7000; }); }))) &&
-	    pfc_over_per(2, FRESH(ip), etype, 12, 8, 500000000ULL, 1500000000ULL, PFC_CTX_ARGS))
+	    pfc_over_per(2, FRESH(ip), etype, 12, 8, 500000000ULL, 500000000ULL, PFC_CTX_ARGS))
 		PFC_DECIDE(0, PFC_DROP);
 
 	/* rule 3, line 4: drop tcp dport 23 audit */
@@ -400,7 +400,7 @@ int pfc_xdp(struct xdp_md *ctx)
 	if ((etype == ETH_IP6 && ({ pfc_cur p = FRESH(ip);
 	    HAVE(p, 7) &&
 	    U8(p, 6) == 17; })) &&
-	    !pfc_within(2 + (etype == ETH_IP6), 333333333ULL, 1666666665ULL))
+	    !pfc_within(2 + (etype == ETH_IP6), 333333333ULL, 666666666ULL))
 		PFC_DECIDE(2, PFC_DROP);
 
 	/* rule 5, line 6: count tcp */
@@ -449,7 +449,7 @@ int pfc_xdp(struct xdp_md *ctx)
 	    ({ pfc_cur q = FRESH(l4);
 	      HAVE(q, 4) &&
 	      U16(q, 2) == 9; }); }))) &&
-	    pfc_over_per(8, FRESH(ip), etype, 16, 24, 1000000000ULL, 2000000000ULL, PFC_CTX_ARGS))
+	    pfc_over_per(8, FRESH(ip), etype, 16, 24, 1000000000ULL, 1000000000ULL, PFC_CTX_ARGS))
 		PFC_DECIDE(5, PFC_DROP);
 
 	PFC_DECIDE(6, PFC_DROP); /* default drop */
