@@ -45,6 +45,8 @@ PROBE_PORT = 9999
 PROBE_SRC, PROBE_DST = bytes([198, 51, 100, 1]), bytes([198, 51, 100, 2])
 PROBE_MAGIC = b"pfcbench"
 PROBE_EVERY = 0.002  # seconds between latency probes
+MIN_PROBES = 3  # a run sends at least this many, however short (up to PROBE_WAIT s more)
+PROBE_WAIT = 2.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -210,6 +212,12 @@ def set_gro(ifname: str, on: bool = True) -> None:
 
 # ---------------------------------------------------------------------------- latency
 
+def _await(condition: Callable[[], bool], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(PROBE_EVERY)
+
+
 def probe_frame(dst_mac: bytes, src_mac: bytes, sent_ns: int) -> bytes:
     payload = PROBE_MAGIC + struct.pack("!Q", sent_ns)
     udp = fb.udp(PROBE_SRC, PROBE_DST, 40000, PROBE_PORT, payload)
@@ -239,8 +247,11 @@ class ProbeReceiver:
             if data[:8] == PROBE_MAGIC:
                 self.latencies.append(now - struct.unpack("!Q", data[8:16])[0])
 
-    def close(self) -> list[int]:
+    def close(self, expect: bool = False) -> list[int]:
+        """Stop; with ``expect``, first wait (up to :data:`PROBE_WAIT` s) for a probe."""
         time.sleep(0.05)
+        if expect:
+            _await(lambda: bool(self.latencies), PROBE_WAIT)
         self._stop.set()
         self._thread.join()
         self.sock.close()
@@ -306,12 +317,14 @@ def blast(inj: str, dst_mac: bytes, frames: list[bytes], duration: float,
                 if progress:
                     progress(min(1.0, (now - t0) / duration))
             seconds = time.monotonic() - t0
+            if prober:  # a short run on a busy machine can end before the first probe
+                _await(lambda: prober.sent >= MIN_PROBES, PROBE_WAIT)
             nprobes = prober.close() if prober else 0
             prober = None
             time.sleep(0.05)  # let the backlog drain
             cpu_ns = (cpu_ticks(cpu) - cpu0) * 1_000_000_000 // CLK_TCK
             lost, through = veth_drops(veths) - lost0, passed() - p0
-        latencies = receiver.close() if receiver else []
+        latencies = receiver.close(nprobes > 0) if receiver else []
         receiver = None
     finally:
         for thing in (prober, receiver):
