@@ -202,14 +202,18 @@ class Grouping:
         fields = tuple(b.get(f, ((0, self.tops[f]),)) for f in FIELDS)
         parts = rg.pieces(fields)
         found = [self.store.candidates(p) for p in parts]
-        if self.members and sum(rg.cost(self.store, p, f) for p, f in
-                                zip(parts, found, strict=True)) > MAX_NEW:
+        todo = [rg.uncovered(self.store, p, f, MAX_NEW) for p, f in
+                zip(parts, found, strict=True)]
+        if self.members and (None in todo or sum(rg.cost(self.store, f, t) for f, t in
+                                                 zip(found, todo, strict=True)) > MAX_NEW):
             self.close()
-            found = [[] for _ in parts]
+            found, todo = [[] for _ in parts], [[p] for p in parts]
         self.members.append((rule, b))
-        for n, (p, f) in enumerate(zip(parts, found, strict=True)):
-            f = f if n == 0 else self.store.candidates(p)  # the pieces before cut some
-            rg.insert(self.store, p, rule, 0, f)
+        for n, p in enumerate(parts):
+            if n:  # the pieces before cut some regions: look again
+                found[n] = self.store.candidates(p)
+                todo[n] = rg.uncovered(self.store, p, found[n])
+            rg.insert(self.store, p, rule, 0, found[n], todo[n])
 
     def close(self) -> None:
         """The current group is complete: keep it, start an empty one."""

@@ -148,34 +148,37 @@ class Store:
                                                               == group))]
 
 
-def cost(store: Store, piece: Box, found: list[int]) -> int:
-    """How many regions inserting ``piece`` would add (``insert`` without doing it)."""
-    todo, cut = [piece], 0
+def uncovered(store: Store, piece: Box, found: list[int],
+              limit: int | None = None) -> list[Box] | None:
+    """``piece`` without the regions ``found`` (those of its group that meet it);
+    None once that is more than ``limit`` boxes."""
+    todo = [piece]
     for k in found:
+        if limit is not None and len(todo) > limit:
+            return None
         region = store.boxes[k]
         todo = [rest for p in todo for rest in (minus(p, region) if meets(p, region)
                                                 else [p])]
-        cut += store.outcomes[k].decider is None
-        if len(todo) > 256:
+        if not todo:
             break
-    return len(todo) + 2 * cut
+    return todo
 
 
-def insert(store: Store, piece: Box, rule: ir.Rule, group: int,
-           found: list[int]) -> None:
-    """Add ``rule``'s ``piece`` to ``group``; ``found``: the group's regions that meet
-    it (``Store.candidates``)."""
-    todo = [piece]
+def cost(store: Store, found: list[int], todo: list[Box]) -> int:
+    """How many regions ``insert`` would add."""
+    return len(todo) + 2 * sum(store.outcomes[k].decider is None for k in found)
+
+
+def insert(store: Store, piece: Box, rule: ir.Rule, group: int, found: list[int],
+           todo: list[Box]) -> None:
+    """Add ``rule``'s ``piece`` to ``group``: ``found`` are the group's regions that
+    meet it (``Store.candidates``), ``todo`` what of it they leave (``uncovered``)."""
     for k in found:
         region, out = store.boxes[k], store.outcomes[k]
-        todo = [rest for p in todo for rest in (minus(p, region) if meets(p, region)
-                                                else [p])]
         if out.decider is None:  # counts only: the overlap gets this rule too
             store.remove(k)
             for rest in minus(region, piece):
                 store.add(rest, out, group)
             store.add(common(region, piece), out.then(rule), group)
-        if not todo:
-            break
     for p in todo:
         store.add(p, NOTHING.then(rule), group)
