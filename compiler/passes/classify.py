@@ -1,35 +1,41 @@
 """Lowering for large policies (issue 16): a first-match list of many different rules
-as a few *groups*, each a lookup of disjoint regions, for targets with verdict maps or
-sets (nft, iptables).
+as a few lookups of disjoint regions, for targets with verdict maps (nft).
 
 Input: a policy whose IP rules have one family each (after ``split_families``).
-Output: :func:`classify` returns the policy's rules in order, with each long run of
-*mappable* rules replaced by :class:`Group` items. A rule is mappable when its action
-is ``drop``/``pass``/``count``, its family IPv4 or IPv6 and its matches only ``src``,
-``dst``, ``proto``, ``sport``, ``dport`` (negated or not); every other rule (redirect,
-ttl, len, flags, icmp-type, frag, payload, protocol ``all``) stays a rule of the
-ordered chain, in place.
+Output: :func:`classify` returns the policy's rules in order, with each run of at
+least ``MIN_RUN`` *mappable* rules replaced by one :class:`Block` per family. A rule is
+mappable when its action is ``drop``/``pass``/``count``, its family IPv4 or IPv6 and its
+matches only ``src``, ``dst``, ``proto``, ``sport``, ``dport`` (negated or not); every
+other rule (redirect, ttl, len, flags, icmp-type, frag, payload, protocol ``all``)
+stays a rule of the ordered chain, in place, between blocks.
 
-A rule is a box: per field the values that let it hold (``None``: the rule does not
-name the field). A group holds rules of one *shape*: one family, the same fields named,
-and per field all exact (one value) or not; its *key* is those fields. So a lookup of
-the key holds exactly for the packets where every field of the key is present, the
-condition each of the group's rules needs too (semantics.md: a rule that names a field
-never holds where it is absent, negated or not). Transport groups (naming ports) need
-the transport header as pfc reads it: the backend adds its guards (fragment, protocol).
+A rule is a box: per field the values that let it hold (a field it does not name: all
+of them, absent too). What a frame has decides which *world* of the block it meets
+(semantics.md "Reading a frame"), and in each world every field the rules name is
+present, so a rule that does not name a key field holds for all of it:
 
-Meaning kept (first match, count rules before the decider, per-rule counters):
+- ``dport``: the transport header pfc reads (IPv4 header the kernel accepts, first
+  fragment; IPv6 without extension header; TCP or UDP) with its destination port, so
+  also its source port and the whole fixed IP header: *every* rule of the block;
+- ``sport``: the same with only the source port (a header cut after 2-3 bytes): the
+  rules not naming ``dport``; made only when one of them names ``sport``;
+- ``ip``: any other frame with the whole fixed IP header (IPv4 20 bytes, IPv6 40): the
+  rules without a transport match;
+- ``short``: a frame shorter than that: the rules without ``dst`` nor a transport match
+  (the only ones that can hold there), kept as chain rules.
 
-- Groups are ordered so that two rules that can hold on one packet keep their relative
-  order: a rule joins the latest group of its shape only when no rule of a later group
-  intersects it; else it opens a new group at the end (:func:`group_rules`).
-- Inside a group the rules are cut into disjoint regions (``regions.split``), each with
-  its outcome: the count rules that hold there before the first terminal rule, and that
-  rule (or None: counts only, evaluation goes on with the next item).
-- A group of fewer than ``MIN_GROUP`` rules goes back to plain rules, in order.
+Each world is a list of :class:`Group` s looked up in order (``Grouping``): a group is
+the disjoint regions (``regions.split``) of consecutive rules, each region with its
+outcome (the count rules that hold there before the first terminal rule, and that
+rule, or none: counts only, the next group is looked up). A rule joins the current
+group unless that would cut more than ``MAX_NEW`` new regions (a wide rule after
+narrow ones: its box minus theirs); then it starts the next group. Groups keep the
+rules' order, so first match, the count rules before the decider and every rule's
+counter are the ordered list's.
 
-Policies of fewer than ``MIN_RULES`` rules, and runs of fewer than ``MIN_RUN`` mappable
-rules, are left as they are (today's output, the goldens).
+Policies of fewer than ``MIN_RULES`` rules, and shorter runs, are left as they are
+(today's output, the goldens). ``tests/backends/test_classify.py`` reads the blocks as
+the nft chain does and compares with the interpreter.
 """
 
 from __future__ import annotations
@@ -40,8 +46,8 @@ from pfc.frontend import ir
 from pfc.frontend.matches import intersect_ranges, merge_ranges
 from pfc.passes import regions as rg
 
-MIN_RULES = 32  # smaller policies keep the ordered chain (tests force it lower)
-MIN_RUN = 32  # a shorter run of mappable rules stays in the chain
+MIN_RULES = 64  # smaller policies keep the ordered chain (tests force it lower)
+MIN_RUN = 64  # a shorter run of mappable rules stays in the chain
 MIN_GROUP = 4  # a smaller group is emitted as chain rules
 MAX_NEW = 64  # a rule that would add more regions to its group opens a new one
 FIELDS = ("src", "dst", "proto", "sport", "dport")

@@ -16,6 +16,7 @@ regions) and its nftables form (``backends/nft/maps.py``).
 from __future__ import annotations
 
 import random
+import subprocess
 
 import pytest
 
@@ -229,3 +230,29 @@ def test_classbench_on_nft_agrees_with_the_interpreter(lab, flavour, default, fm
 def test_mixed_families_on_nft_agree_with_the_interpreter(lab, small):
     text = mixed(11, 80, "drop")
     check(lab, text, gen.sample(compile_text(text, "m.pf").require(), 700, seed=11))
+
+
+@pytest.mark.kernel
+def test_pfc_load_replaces_and_unloads_map_rulesets(tmp_path, monkeypatch):
+    """``pfc load`` replaces pfc's table in place (one transaction) from maps to maps
+    to the ordered chain and back, and ``unload`` leaves nothing: the in-place batch
+    deletes the maps before the chains their elements jump to."""
+    from pfc.cli.main import main
+
+    reason = netns.missing_privileges()
+    if reason:
+        pytest.skip(reason)
+    monkeypatch.setenv("PFC_STATE_DIR", str(tmp_path / "state"))
+    texts = [cb.generate("acl", 120, seed=1).text(), cb.generate("fw", 120, seed=1).text(),
+             "drop udp dport 53\n", cb.generate("ipc", 120, seed=1).text()]
+    with netns.lab() as lab:
+        for n, text in enumerate(texts):
+            path = tmp_path / f"p{n}.pf"
+            path.write_text(text)
+            assert main(["load", str(path), "--target", "nft", "--dev", lab.dut,
+                         "--netns", lab.name]) == 0
+        assert main(["unload", "--target", "nft", "--dev", lab.dut,
+                     "--netns", lab.name]) == 0
+        listed = subprocess.run(["ip", "netns", "exec", lab.name, "nft", "list", "tables"],
+                                capture_output=True, text=True, check=True).stdout
+        assert "pfc" not in listed
