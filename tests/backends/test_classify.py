@@ -256,3 +256,11 @@ def test_pfc_load_replaces_and_unloads_map_rulesets(tmp_path, monkeypatch):
         listed = subprocess.run(["ip", "netns", "exec", lab.name, "nft", "list", "tables"],
                                 capture_output=True, text=True, check=True).stdout
         assert "pfc" not in listed
+
+
+def test_cbpf_refuses_thousands_of_rules_naming_the_count_and_the_ebpf_hooks():
+    rules = cb.generate("fw", 3000, seed=1, negated=0, count=0)
+    art, diags = build_artifact(compile_text(rules.text(), "fw.pf"), "cbpf")
+    assert art is None and diags[0].code == "too-large"
+    assert "the policy's 3,000 rules need about" in diags[0].message
+    assert all(h in diags[0].hint for h in ("socket", "tc", "xdp", "nft"))
