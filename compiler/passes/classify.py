@@ -5,7 +5,8 @@ Input: a policy whose IP rules have one family each (after ``split_families``).
 Output: :func:`classify` returns the policy's rules in order, with each run of at
 least ``MIN_RUN`` *mappable* rules replaced by one :class:`Block` per family. A rule is
 mappable when its action is ``drop``/``pass``/``count``, its family IPv4 or IPv6 and its
-matches only ``src``, ``dst``, ``proto``, ``sport``, ``dport`` (negated or not); every
+matches only ``src``, ``dst``, ``proto``, ``sport``, ``dport`` (negated or not; lists
+of at most ``MAX_PIECES`` boxes: a long list keeps its named set); every
 other rule (redirect, ttl, len, flags, icmp-type, frag, payload, protocol ``all``)
 stays a rule of the ordered chain, in place, between blocks.
 
@@ -50,6 +51,7 @@ MIN_RULES = 64  # smaller policies keep the ordered chain (tests force it lower)
 MIN_RUN = 64  # a shorter run of mappable rules stays in the chain
 MIN_GROUP = 4  # a smaller group is emitted as chain rules
 MAX_NEW = 64  # a rule that would add more regions to its group opens a new one
+MAX_PIECES = 16  # a rule whose lists make more boxes stays in the chain (named sets)
 FIELDS = ("src", "dst", "proto", "sport", "dport")
 TRANSPORT = ("sport", "dport")
 TOP = {"proto": 255, "sport": 65535, "dport": 65535}
@@ -129,6 +131,11 @@ def box(rule: ir.Rule) -> Box:
         out[m.field] = iv
     if not out:
         raise NotMappable("no field")
+    pieces = 1
+    for iv in out.values():
+        pieces *= max(1, len(iv))
+    if pieces > MAX_PIECES:  # a large list: its own named set in the chain is cheaper
+        raise NotMappable("list")
     return out
 
 
