@@ -207,8 +207,10 @@ def lab():
         yield s
 
 
-def check(lab, text: str, frames: list[bytes], fmt: str = "nft") -> None:
-    art, diags = build_artifact(compile_text(text, "k.pf"), "nft", fmt, dev=lab.lab.dut)
+def check(lab, text: str, frames: list[bytes], fmt: str = "nft",
+          hook: str = "ingress") -> None:
+    art, diags = build_artifact(compile_text(text, "k.pf"), "nft", fmt, hook=hook,
+                                dev=lab.lab.dut)
     assert art is not None, diags
     assert "vmap @b" in (art.text if fmt == "nft" else art.meta["text"])
     report = compare(art, backends.get("nft"), frames)
@@ -227,9 +229,11 @@ def test_classbench_on_nft_agrees_with_the_interpreter(lab, flavour, default, fm
 
 
 @pytest.mark.kernel
-def test_mixed_families_on_nft_agree_with_the_interpreter(lab, small):
+@pytest.mark.parametrize("hook", ["ingress", "prerouting", "input"])
+def test_mixed_families_on_nft_agree_with_the_interpreter(lab, small, hook):
     text = mixed(11, 80, "drop")
-    check(lab, text, gen.sample(compile_text(text, "m.pf").require(), 700, seed=11))
+    check(lab, text, gen.sample(compile_text(text, "m.pf").require(), 700, seed=11),
+          hook=hook)
 
 
 @pytest.mark.kernel
