@@ -27,6 +27,7 @@ read these as the ordered chain's (named counters; anonymous ones by comment).
 from __future__ import annotations
 
 import ipaddress
+import socket
 from dataclasses import dataclass
 
 from pfc.backends.nft import expr as x
@@ -149,10 +150,21 @@ def element(v: int, key: tuple[str, ...], bx: tuple[tuple[int, int], ...]) -> x.
                    for f, (lo, hi) in zip(key, bx, strict=True)])
 
 
+def v4_text(value: int) -> str:
+    return socket.inet_ntoa(value.to_bytes(4, "big"))
+
+
 def addr_interval(v: int, lo: int, hi: int) -> x.Node:
     """An address, a prefix when the interval is one, else ``A-B``."""
     size = hi - lo + 1
     bits = 32 if v == 4 else 128
+    if v == 4:  # socket.inet_ntoa: 8k-rule policies print 100k+ of these
+        a, plen = v4_text(lo), 33 - size.bit_length()
+        if size & (size - 1) == 0 and lo % size == 0:
+            return x.Node(a, a) if plen == 32 else \
+                x.Node(f"{a}/{plen}", {"prefix": {"addr": a, "len": plen}})
+        b = v4_text(hi)
+        return x.Node(f"{a}-{b}", {"range": [a, b]})
     if size & (size - 1) == 0 and lo % size == 0:
         net = (ipaddress.IPv4Network if v == 4 else ipaddress.IPv6Network)(
             (lo, bits - size.bit_length() + 1))
