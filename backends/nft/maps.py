@@ -26,8 +26,10 @@ read these as the ordered chain's (named counters; anonymous ones by comment).
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pfc.backends.nft import expr as x
@@ -59,7 +61,7 @@ class MapLowering:
     """Collects the maps and chains of every block of one policy."""
 
     lowering: low.Lowering
-    rule_lines: object  # callable(rule) -> list[NftRule] (the backend's nft_rules)
+    rule_lines: Callable[[ir.Rule], list[low.NftRule]]  # the backend's ordered rules
     maps: list[NftMap]
     chains: dict[str, list[low.NftRule]]
 
@@ -79,7 +81,7 @@ class MapLowering:
         for tag, groups, port in worlds:
             guard = transport_guard(v) if port else []
             for k, g in enumerate(groups):
-                m = self.group_map(f"{name}_{tag}{k}", v, g, port is not None)
+                m = self.group_map(f"{name}_{tag}{k}", v, g)
                 body.append(low.NftRule(None, (*guard, x.Node(
                     f"{key_expr(v, g.key, port is not None).text} vmap @{m.name}",
                     {"vmap": {"key": key_expr(v, g.key, port is not None).json,
@@ -91,7 +93,7 @@ class MapLowering:
         self.chains[name] = body
         return low.NftRule(None, (self.lowering.family_gate(v), jump(name)))
 
-    def group_map(self, name: str, v: int, g: cl.Group, transport: bool) -> NftMap:
+    def group_map(self, name: str, v: int, g: cl.Group) -> NftMap:
         elements = tuple((element(v, g.key, bx), self.outcome(out)) for bx, out in g.regions)
         types = tuple(TYPES[f] or ("ipv4_addr" if v == 4 else "ipv6_addr") for f in g.key)
         m = NftMap(name, types, elements)
@@ -100,7 +102,8 @@ class MapLowering:
 
     def outcome(self, out: Outcome) -> str:
         """The chain of an outcome (made on first use)."""
-        name = out.name if len(out.name) <= 48 else f"o{abs(hash(out)) % 10**12}"
+        name = out.name if len(out.name) <= 48 else \
+            "o" + hashlib.sha1(out.name.encode()).hexdigest()[:16]  # the same every run
         if name in self.chains:
             return name
         terms = [x.counter(f"rule_{c}") for c in out.counts]
