@@ -42,7 +42,6 @@ from pfc.backends.nft import maps
 from pfc.backends.nft import redirect as redir
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import CompileError, Diagnostic, error
-from pfc.passes.classify import classify
 
 if TYPE_CHECKING:  # jinja2 loads on first render
     import jinja2
@@ -97,6 +96,8 @@ def entries(policy: ir.Policy, lowering: low.Lowering,
             mapped: maps.MapLowering | None = None) -> list[Entry]:
     """One entry per rule of the ordered chain; with ``mapped``, one per block of
     ``classify`` (a jump to its chain of verdict maps)."""
+    from pfc.passes.classify import classify  # numpy: only when compiling for nft
+
     items = classify(policy) if mapped is not None else list(policy.rules)
     out = []
     for n, rule in enumerate(items):

@@ -31,12 +31,15 @@ import ipaddress
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pfc.backends.nft import expr as x
 from pfc.backends.nft import lower as low
 from pfc.frontend import ir
-from pfc.passes import classify as cl
-from pfc.passes.regions import Outcome
+
+if TYPE_CHECKING:  # numpy (regions) loads only when a policy is classified
+    from pfc.passes import classify as cl
+    from pfc.passes.regions import Outcome
 
 MIN_LENGTH = {4: 20, 6: 40}
 PROTO_KEY = {(4, True): x.meta("l4proto"), (4, False): x.field("ip", "protocol"),
