@@ -118,7 +118,8 @@ def too_large(policy: ir.Policy, margin: int = 2) -> Diagnostic | None:
         crossing = next(r for (_, r), sum_ in zip(sizes, running, strict=True)
                         if sum_ > MAX_INSNS)
         return _too_large(f"{_rules_need(len(policy.rules))} about {total:,} "
-                          f"instructions (this one passes {MAX_INSNS})", crossing.span)
+                          f"instructions (this one passes {MAX_INSNS})", crossing.span,
+                          MANY_RULES)
     return _too_large(f"this rule needs about {size:,} instructions"
                       f"{_biggest_list(rule)}" + (f", the whole policy about {total:,}"
                                                   if len(sizes) > 1 else ""), rule.span)
@@ -134,12 +135,18 @@ def _biggest_list(rule: ir.Rule) -> str:
     return f" ({count:,} {what} in `{field}`)"
 
 
-def _too_large(what: str, span) -> Diagnostic:
+MANY_RULES = ("cbpf fits a few hundred rules of addresses and ports (ClassBench: 150 "
+              "rules are about 1,500 instructions); the eBPF hooks socket, tc and xdp, "
+              "and nft (verdict maps), take thousands (docs/scale.md)")
+
+
+def _too_large(what: str, span, hint: str | None = None) -> Diagnostic:
     return error(f"target `cbpf`: {what}; classic BPF allows {MAX_INSNS} (BPF_MAXINSNS), "
                  "and has no maps or sets: every entry is a test of its own", span,
                  code="too-large",
-                 hint="socket, tc and xdp (eBPF maps), nft and iptables (sets) take large "
-                 f"sets; cbpf fits about {MAX_INSNS * 3 // 4:,} addresses (docs/cbpf.md)")
+                 hint=hint or "socket, tc and xdp (eBPF maps), nft and iptables (sets) take "
+                 f"large sets; cbpf fits about {MAX_INSNS * 3 // 4:,} addresses "
+                 "(docs/cbpf.md)")
 
 
 def render(insns: list[Insn], fmt: str) -> str | bytes:

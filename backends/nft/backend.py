@@ -38,6 +38,7 @@ from pfc.backends.base import (
 from pfc.backends.describe import describe
 from pfc.backends.nft import expr as x
 from pfc.backends.nft import lower as low
+from pfc.backends.nft import maps
 from pfc.backends.nft import redirect as redir
 from pfc.backends.nft import stateful as stf
 from pfc.frontend import ir
@@ -92,9 +93,21 @@ class Entry:
     rules: tuple[low.NftRule, ...]
 
 
-def entries(policy: ir.Policy, lowering: low.Lowering) -> list[Entry]:
+def entries(policy: ir.Policy, lowering: low.Lowering,
+            mapped: maps.MapLowering | None = None) -> list[Entry]:
+    """One entry per rule of the ordered chain; with ``mapped``, one per block of
+    ``classify`` (a jump to its chain of verdict maps)."""
+    from pfc.passes.classify import classify  # numpy: only when compiling for nft
+
+    items = classify(policy) if mapped is not None else list(policy.rules)
     out = []
-    for rule in policy.rules:
+    for n, rule in enumerate(items):
+        if not isinstance(rule, ir.Rule):
+            first, last = rule.rules[0], rule.rules[-1]
+            text = (f"rules {first.index}-{last.index} (lines {first.line}-{last.line}), "
+                    f"{len(rule.rules)} IPv{rule.version} rules: verdict maps")
+            out.append(Entry(first.index, first.line, text, "", (mapped.block(n, rule),)))
+            continue
         try:
             rules, note = tuple(nft_rules(rule, lowering, policy.default)), ""
         except low.Impossible:
@@ -195,6 +208,8 @@ class Lowered:
     counters: list[str]
     sets: list[low.NftSet]
     chains: dict[str, list[low.NftRule]]
+    maps: list[maps.NftMap]
+    map_chains: dict[str, list[low.NftRule]]
 
 
 def lower(policy: ir.Policy, options: Options) -> Lowered:
@@ -203,10 +218,20 @@ def lower(policy: ir.Policy, options: Options) -> Lowered:
     if diags:
         raise CompileError(diags)
     lowering = low.Lowering(s.family)
-    found = entries(policy, lowering)
+    mapped = maps.MapLowering(lowering, functools.partial(rule_lines, lowering), [], {})
+    found = entries(policy, lowering, mapped)
     return Lowered(s, found, default_rule(policy),
                    list(dict.fromkeys(counter_name(r.index) for r in policy.count_rules)),
-                   list(lowering.sets.values()), fix_chains(found))
+                   list(lowering.sets.values()), fix_chains(found), mapped.maps,
+                   mapped.chains)
+
+
+def rule_lines(lowering: low.Lowering, rule: ir.Rule) -> list[low.NftRule]:
+    """The rule as ordered-chain rules (none when it never matches)."""
+    try:
+        return nft_rules(rule, lowering)
+    except low.Impossible:
+        return []
 
 
 def emit(policy: ir.Policy, options: Options) -> Artifact:
@@ -255,10 +280,16 @@ def render_text(policy: ir.Policy, lowered: Lowered) -> str:
     entries_ = [{"index": e.index, "line": e.line, "text": e.text, "note": e.note,
                  "lines": [r.text for r in e.rules]} for e in lowered.entries]
     chains = {name: [r.text for r in rules] for name, rules in lowered.chains.items()}
+    map_chains = {name: [r.text for r in rules]
+                  for name, rules in lowered.map_chains.items()}
+    vmaps = [{"name": m.name, "type": m.type,
+              "lines": [f"{k.text} : jump {c}," for k, c in m.elements]}
+             for m in lowered.maps]
     return _environment().get_template("nft.j2").render(
         source=printable(policy.source), family=s.family, hook=s.hook, dev=s.dev, table=s.table,
         chain=s.chain, priority=s.priority, counters=lowered.counters, sets=sets,
-        entries=entries_, chains=chains, default=policy.default.value,
+        entries=entries_, chains=chains, maps=vmaps, map_chains=map_chains,
+        default=policy.default.value,
         default_line=lowered.default.text)
 
 
@@ -291,9 +322,15 @@ def render_json(lowered: Lowered) -> dict:
         if st.interval:
             one["flags"] = ["interval"]
         cmds.append({"add": {"set": one}})
-    cmds += [{"add": {"chain": {**where, "name": name}}} for name in lowered.chains]
+    cmds += [{"add": {"chain": {**where, "name": name}}}
+             for name in [*lowered.chains, *lowered.map_chains]]
+    for m in lowered.maps:
+        cmds.append({"add": {"map": {
+            **where, "name": m.name, "type": list(m.types) if len(m.types) > 1
+            else m.types[0], "map": "verdict", "flags": ["interval"],
+            "elem": [[k.json, {"jump": {"target": c}}] for k, c in m.elements]}}})
     cmds.append({"add": {"chain": chain}})
-    for name, rules in lowered.chains.items():
+    for name, rules in [*lowered.chains.items(), *lowered.map_chains.items()]:
         cmds += [{"add": {"rule": r.json(s.family, s.table, name)}} for r in rules]
     for rule in [r for e in lowered.entries for r in e.rules] + [lowered.default]:
         cmds.append({"add": {"rule": rule.json(s.family, s.table, s.chain)}})

@@ -86,9 +86,11 @@ def _same_base(now: dict, new: dict) -> bool:
 
 def replace_batch(doc: dict, found: dict) -> dict | None:
     """The artifact's commands as an in-place replace of the table ``found`` lists:
-    flush the base chain (it stays hooked), delete every other object (chains, sets,
-    maps, named counters), add the new ones and the new rules. None when the base chain
-    itself changes (hook, priority, device, policy): then only a table replace will do.
+    flush the base chain (it stays hooked) and the other chains, delete every other
+    object (sets, maps, named counters; then the chains, which verdict-map elements
+    jump to: a chain still referenced is EBUSY), add the new ones and the new rules.
+    None when the base chain itself changes (hook, priority, device, policy): then
+    only a table replace will do.
 
     Why: the artifact's ``delete table`` + ``add table`` swaps two base chains, each
     on its own hook entry, and ``nft_do_chain`` reads the generation cursor once per
@@ -107,10 +109,10 @@ def replace_batch(doc: dict, found: dict) -> dict | None:
     others = [c["name"] for c in found["chain"] if not c.get("hook")]
     batch = [{"flush": {"chain": ref | {"name": now_base[0]["name"]}}}]
     batch += [{"flush": {"chain": ref | {"name": n}}} for n in others]
-    batch += [{"delete": {"chain": ref | {"name": n}}} for n in others]
-    for kind, objects in found.items():
+    for kind, objects in found.items():  # maps first: their elements jump to chains
         if kind not in ("table", "chain", "rule"):
             batch += [{"delete": {kind: ref | {"name": o["name"]}}} for o in objects]
+    batch += [{"delete": {"chain": ref | {"name": n}}} for n in others]
     batch += [c for c in cmds if not ("chain" in c["add"] and c["add"]["chain"].get("hook"))]
     return {"nftables": [{"metainfo": {"json_schema_version": 1}}] + batch}
 
