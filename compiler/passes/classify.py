@@ -112,6 +112,8 @@ def box(rule: ir.Rule) -> Box:
     if rule.family not in (ir.Family.IP4, ir.Family.IP6) or isinstance(
             rule.action, ir.Redirect) or rule.action.name not in ("drop", "pass", "count"):
         raise NotMappable("action or family")
+    if rule.limit is not None or getattr(rule.action, "audit", False):
+        raise NotMappable("limit or audit: a rule of its own in the chain")
     version = 4 if rule.family is ir.Family.IP4 else 6
     out: Box = {}
     if rule.proto is not None:

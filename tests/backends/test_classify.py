@@ -190,6 +190,16 @@ def test_regions_cut_only_where_rules_overlap():
     assert len(blk.dport) < 30 and regions < 3 * len(blk.rules)
 
 
+@pytest.mark.parametrize("options", ["limit rate 10/second", "limit rate 5/minute per src",
+                                     "audit"])
+def test_limited_and_audited_drops_stay_rules_of_their_own(options):
+    """A limit or an audit changes what `drop` does: never a plain map verdict."""
+    limited, _ = lowered(f"drop udp dst 10.1.0.0/16 dport 53 {options}\n")
+    plain, _ = lowered("drop udp dst 10.1.0.0/16 dport 53\n")
+    assert cl.mappable(limited.rules[0]) is None
+    assert cl.mappable(plain.rules[0]) is not None
+
+
 def test_small_policies_keep_the_ordered_chain():
     text = mixed(1, cl.MIN_RULES - 1, "pass")
     _, items = lowered(text)
