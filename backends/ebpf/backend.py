@@ -80,8 +80,24 @@ def _stem(policy: ir.Policy, hook: str) -> str:
     return artifact_name(policy, hook, "o")[:-2]
 
 
+def _classifier(policy: ir.Policy, hook: str, options: Options):
+    """The classifier's plan when the policy takes that path (``options.extra
+    ["classify"]``: ``auto``, the default, by size; ``always``; ``never``), else None."""
+    from pfc.backends.ebpf.classify import plan as classify_plan
+
+    mode = options.extra.get("classify", "auto")
+    if mode not in ("auto", "always", "never"):
+        raise ValueError(f"classify: `{mode}` is not one of auto, always, never")
+    if mode == "never" or (mode == "auto" and not classify_plan.wanted(policy, hook)):
+        return None
+    return classify_plan.classify_plan(policy, hook)
+
+
 def emit(policy: ir.Policy, options: Options) -> Artifact:
     hook = options.hook or options.target
+    classifier = _classifier(policy, hook, options)
+    if classifier is not None:
+        return emit_classifier(policy, options, classifier)
     plan = ebpf_plan.program_plan(policy, hook)
     text = render_plan(policy, plan)
     stem = _stem(policy, hook)
@@ -111,6 +127,37 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
               f"{stem}.clang.txt": command.encode()} | data
     return Artifact(options.target, hook, "o", None, files_, policy,
                     meta | {"clang": built.command}, notes)
+
+
+def emit_classifier(policy: ir.Policy, options: Options, plan) -> Artifact:
+    """The classifier's program (``templates/ebpf/classify.c.j2``) and its maps: the
+    maps file lists them, their contents are ``STEM.HOOK.maps.bin``
+    (:func:`pfc.backends.ebpf.maps.data_records`)."""
+    hook = plan.hook
+    stem = _stem(policy, hook)
+    source = c_comment(policy.source.rsplit("/", 1)[-1])[:80]
+    text = _ENV.get_template("classify.c.j2").render(plan=plan, source=source)
+    records, blob = ebpf_maps.data_records(plan.maps, f"{stem}.maps.bin")
+    meta = {"program": PROGRAM[hook], "counters": COUNTERS_MAP,
+            "counter_slots": plan.slots.meta(),
+            "count_rules": [r.index for r in policy.count_rules],
+            "maps": ebpf_maps.data_meta(plan.maps), "maps_file": f"{stem}.maps.json",
+            "ready_map": counters.READY_MAP, "classifier": plan.stats}
+    data = {f"{stem}.maps.json": ebpf_maps.records_file(records), f"{stem}.maps.bin": blob}
+    if options.format == "c":
+        return Artifact(options.target, hook, "c", text, {f"{stem}.c": text.encode()} | data,
+                        policy, meta)
+    try:
+        built = toolchain.compile_c(text, stem)
+    except ToolchainError as exc:
+        raise CompileError([_clang_diagnostic(policy, text, exc)]) from exc
+    command = (f"# The exact command that built {stem}.o, run in a directory holding the C\n"
+               f"# source as {stem}.c (`pfc compile -o` may have renamed both).\n"
+               f"{built.command}\n")
+    files_ = {f"{stem}.o": built.obj, f"{stem}.c": text.encode(),
+              f"{stem}.clang.txt": command.encode()} | data
+    return Artifact(options.target, hook, "o", None, files_, policy,
+                    meta | {"clang": built.command})
 
 
 # BPF jumps are 16-bit signed instruction offsets. clang 14 (Debian 12) has no 32-bit
