@@ -33,6 +33,8 @@ from pfc.backends.ebpf.classify.model import FIELDS, PORT_ABSENT, SPACES, TOPS, 
 
 PTR = 0x80000000
 NARROW = 1 << 16  # an address match of at most this many addresses is "narrow"
+# A rule is in a field's wide part when it allows more values than this (module doc).
+WIDE = {"fp": -1, "src": NARROW, "dst": NARROW, "sport": 256, "dport": 256}
 SHORT = {"fp": "fp", "src": "sa", "dst": "da", "sport": "sp", "dport": "dp"}
 
 
@@ -67,9 +69,7 @@ class MapData:
     @property
     def ctype(self) -> str:
         """The value's C type in classify.c.j2."""
-        if self.name == "pfc_c_wild":
-            return "struct pfc_wild"
-        if self.name.endswith("_rec"):
+        if self.name.endswith(("_rec", "_wide")):
             return "struct pfc_rec"
         return "__u64" if self.name.endswith("_pool") else "__u32"
 
@@ -95,7 +95,8 @@ class Tables:
 
     @property
     def rec_size(self) -> int:
-        return 8 * self.sums + 4 * self.sums + 4 + (4 if self.sums % 2 == 0 else 0)
+        """struct pfc_rec: sum[sums] u64, cum[sums] u32, base u32, wide u32, padding."""
+        return 12 * self.sums + 8 + (4 if self.sums % 2 else 0)
 
 
 # --------------------------------------------------------------------------- layout
@@ -134,76 +135,100 @@ def layout(cs: list[Cond]) -> tuple[list[int], list[Plane], Plane | None]:
 
 # ------------------------------------------------------------------------ segments
 
-def segments(cs: list[Cond], name: str, bit: dict[int, int]) -> list[tuple[int, int]]:
-    """(start, rules) for each run of values of ``name`` the same constraining rules
-    allow (bit ``bit[i]`` for rule position ``i``), covering 0..top in order."""
-    events: dict[int, int] = {}
+def wide(c: Cond, name: str) -> bool:
+    """Whether the rule is in the field's wide part: it does not constrain the field,
+    or allows more than ``WIDE[name]`` values (``fp``: always)."""
+    iv = c.fields[name]
+    return iv is None or _size(iv) > WIDE[name]
+
+
+def segments(cs: list[Cond], name: str, bit: dict[int, int]) -> list[tuple[int, int, int]]:
+    """(start, narrow rules, wide rules) for each run of values of ``name`` that the
+    same rules allow (bit ``bit[i]`` for rule position ``i``), covering 0..top in
+    order; the wide rules include those that do not constrain the field."""
+    events: dict[int, list[int]] = {}
+    wild = 0
     for i, c in enumerate(cs):
+        k = 1 if wide(c, name) else 0
+        if c.fields[name] is None:
+            wild |= 1 << bit[i]
         for lo, hi in c.fields[name] or ():
-            events[lo] = events.get(lo, 0) ^ (1 << bit[i])
-            events[hi + 1] = events.get(hi + 1, 0) ^ (1 << bit[i])
-    current, out = 0, [(0, 0)]
+            for at in (lo, hi + 1):
+                e = events.setdefault(at, [0, 0])
+                e[k] ^= 1 << bit[i]
+    narrow, broad = 0, wild
+    out = [(0, 0, wild)]
     for at in sorted(events):
         if at > TOPS[name]:
             break
-        current ^= events[at]
+        narrow ^= events[at][0]
+        broad ^= events[at][1]
         if out[-1][0] == at:
-            out[-1] = (at, current)
-        elif out[-1][1] != current:
-            out.append((at, current))
+            out[-1] = (at, narrow, broad)
+        elif out[-1][1] != narrow or out[-1][2] != broad:
+            out.append((at, narrow, broad))
     return out
 
 
-class Vectors:
-    """Distinct bit sets of one field as compressed records (module doc, "Vectors")."""
+class Store:
+    """One field's classes (module doc, "Vectors"): class records (a narrow vector and
+    the index of a wide record) and wide records, their words in one pool."""
 
-    def __init__(self, tables: Tables) -> None:
+    def __init__(self, tables: Tables, wild: int) -> None:
         self.t = tables
-        self.ids: dict[bytes, int] = {}
+        self.spot = _spot(tables)
+        self.vecs: dict[bytes, bytes] = {}
+        self.wides: dict[bytes, int] = {}
+        self.wide_records: list[bytes] = []
+        self.classes: dict[tuple[bytes, int], int] = {}
         self.records: list[bytes] = []
         self.pool: list[np.ndarray] = []
         self.pooled = 0
-        self.spot = _spot(tables)
-        self.id(0)
+        self.of(0, wild)  # class 0: absent
 
-    def id(self, bits: int) -> int:
-        raw = bits.to_bytes(8 * self.t.words, "little")
-        key = hashlib.blake2b(raw, digest_size=16).digest()
-        found = self.ids.get(key)
+    def of(self, narrow: int, broad: int) -> int:
+        """The class of a value whose narrow and wide rules are these."""
+        vec, key = self._vec(narrow)
+        wide_key = self._vec(broad)[1]
+        w = self.wides.get(wide_key)
+        if w is None:
+            w = self.wides[wide_key] = len(self.wide_records)
+            self.wide_records.append(self.vecs[wide_key] + bytes(4 + self._pad))
+        found = self.classes.get((key, w))
         if found is None:
-            found = self.ids[key] = len(self.records)
-            self.records.append(self._record(np.frombuffer(raw, dtype="<u8")))
+            found = self.classes[(key, w)] = len(self.records)
+            self.records.append(vec + w.to_bytes(4, "little") + bytes(self._pad))
         return found
 
-    def _record(self, words: np.ndarray) -> bytes:
+    @property
+    def _pad(self) -> int:
+        return self.t.rec_size - 12 * self.t.sums - 8
+
+    def _vec(self, bits: int) -> tuple[bytes, bytes]:
+        raw = bits.to_bytes(8 * self.t.words, "little")
+        key = hashlib.blake2b(raw, digest_size=16).digest()
+        vec = self.vecs.get(key)
+        if vec is None:
+            vec = self.vecs[key] = self._compress(np.frombuffer(raw, dtype="<u8"))
+        return vec, key
+
+    def _compress(self, words: np.ndarray) -> bytes:
         nz = words != 0
         flags = np.zeros(self.t.sums * 64, dtype=bool)
         flags[self.spot[nz]] = True
-        sums = np.packbits(flags, bitorder="little").tobytes()
         per = flags.reshape(self.t.sums, 64).sum(axis=1)
-        cum = np.concatenate(([0], np.cumsum(per)[:-1])).astype("<u4")
+        cum = np.zeros(self.t.sums, dtype="<u4")
+        cum[1:] = np.cumsum(per)[:-1]
         base = self.pooled
         kept = words[nz]
         self.pool.append(kept)
         self.pooled += len(kept)
-        pad = bytes(self.t.rec_size - 12 * self.t.sums - 4)
-        return sums + cum.tobytes() + np.array([base], dtype="<u4").tobytes() + pad
-
-
-def wild_words(cs: list[Cond], name: str, tables: Tables) -> tuple[bytes, bytes]:
-    """(summary words, words) of the rules that do not constrain ``name``."""
-    flags = np.zeros(64 * tables.words, dtype=bool)
-    for p, i in enumerate(tables.order):
-        if i >= 0 and cs[i].fields[name] is None:
-            flags[p] = True
-    words = np.packbits(flags, bitorder="little").view("<u8")
-    nz = words != 0
-    sflags = np.zeros(tables.sums * 64, dtype=bool)
-    sflags[_spot(tables)[nz]] = True
-    return np.packbits(sflags, bitorder="little").tobytes(), words.tobytes()
+        return (np.packbits(flags, bitorder="little").tobytes() + cum.tobytes()
+                + base.to_bytes(4, "little"))
 
 
 def _spot(tables: Tables) -> np.ndarray:
+    """Word -> its summary bit (global)."""
     spot = np.zeros(tables.words, dtype=np.int64)
     for p in tables.groups + ([tables.count] if tables.count else []):
         spot[p.woff:p.woff + p.words] = p.soff * 64 + np.arange(p.words)
@@ -216,25 +241,25 @@ def u32s(values) -> bytes:
     return np.asarray(values, dtype="<u4").tobytes()
 
 
-def small_table(segs, vec: Vectors, size: int) -> bytes:
+def small_table(segs, store: Store, size: int) -> bytes:
     """fp and ports: an array of ``size`` classes (ports: the last one, absent, is 0)."""
     table = np.zeros(size, dtype="<u4")
-    for k, (start, bits) in enumerate(segs):
-        end = segs[k + 1][0] if k + 1 < len(segs) else min(size, PORT_ABSENT)
-        table[start:min(end, size)] = vec.id(bits)
+    for k, (start, narrow, broad) in enumerate(segs):
+        end = segs[k + 1][0] if k + 1 < len(segs) else size
+        table[start:min(end, size)] = store.of(narrow, broad)
     if size == PORT_ABSENT + 1:
         table[PORT_ABSENT] = 0
     return table.tobytes()
 
 
-def _cut(segs, lo: int, hi: int) -> list[tuple[int, int]]:
+def _cut(segs, lo: int, hi: int) -> list[tuple[int, int, int]]:
     """The segments inside [lo, hi], rebased to lo."""
     out = []
-    for k, (start, bits) in enumerate(segs):
+    for k, (start, narrow, broad) in enumerate(segs):
         end = segs[k + 1][0] - 1 if k + 1 < len(segs) else TOPS["src"]
         if end < lo or start > hi:
             continue
-        out.append((max(start, lo) - lo, bits))
+        out.append((max(start, lo) - lo, narrow, broad))
     return out
 
 
@@ -284,12 +309,12 @@ def lpm6(segs: list[tuple[int, int]]) -> tuple[bytes, bytes]:
     return bytes(keys), u32s(values)
 
 
-def addr_tables(cs, name: str, bit, vec: Vectors, out: Tables) -> FieldTables:
+def addr_tables(cs, name: str, bit, store: Store, out: Tables) -> FieldTables:
     segs = segments(cs, name, bit)
     ft = FieldTables(name)
     short = SHORT[name]
     for version, (lo, hi) in SPACES.items():
-        part = [(s, vec.id(b)) for s, b in _cut(segs, lo, hi)]
+        part = [(s, store.of(n, b)) for s, n, b in _cut(segs, lo, hi)]
         if len(part) == 1:
             setattr(ft, f"const{version}", part[0][1])
         elif version == 4:
@@ -313,31 +338,30 @@ def build(cs: list[Cond]) -> Tables:
     sums = sum(p.sums for p in groups) + (count.sums if count else 0)
     out = Tables(order, groups, count, words, sums)
     bit = {i: p for p, i in enumerate(order) if i >= 0}
-    wild = []
     for name in FIELDS:
         if all(c.fields[name] is None for c in cs):
             continue
-        vec = Vectors(out)
+        wild = 0
+        for i, c in enumerate(cs):
+            if c.fields[name] is None:
+                wild |= 1 << bit[i]
+        store = Store(out, wild)
         short = SHORT[name]
         if name in ("src", "dst"):
-            ft = addr_tables(cs, name, bit, vec, out)
+            ft = addr_tables(cs, name, bit, store, out)
         else:
             ft = FieldTables(name)
             size = 515 if name == "fp" else PORT_ABSENT + 1
-            table = small_table(segments(cs, name, bit), vec, size)
+            table = small_table(segments(cs, name, bit), store, size)
             out.maps.append(MapData(f"pfc_c_{short}", "array", 4, 4, size, table))
-        ft.classes = len(vec.records)
+        ft.classes = len(store.records)
         out.fields.append(ft)
-        records = b"".join(vec.records)
-        out.maps.append(MapData(f"pfc_c_{short}_rec", "array", 4, out.rec_size,
-                                len(vec.records), records))
-        pool = np.concatenate(vec.pool) if vec.pooled else np.zeros(1, dtype="<u8")
+        for kind, records in (("rec", store.records), ("wide", store.wide_records)):
+            out.maps.append(MapData(f"pfc_c_{short}_{kind}", "array", 4, out.rec_size,
+                                    len(records), b"".join(records)))
+        pool = np.concatenate(store.pool) if store.pooled else np.zeros(1, dtype="<u8")
         out.maps.append(MapData(f"pfc_c_{short}_pool", "array", 4, 8, len(pool),
                                 pool.astype("<u8").tobytes()))
-        wild.append(wild_words(cs, name, out))
-    value = b"".join(s for s, _ in wild) + b"".join(w for _, w in wild)
-    out.maps.append(MapData("pfc_c_wild", "array", 4, max(8, len(value)), 1,
-                            value or bytes(8)))
     return out
 
 
@@ -351,4 +375,3 @@ def rule_table(tables: Tables, slot_action: list[int]) -> MapData:
 def memory(tables: Tables) -> int:
     """Bytes of map values (what the kernel allocates, roughly, without overhead)."""
     return sum(m.max_entries * m.value_size for m in tables.maps)
-
