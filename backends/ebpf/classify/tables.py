@@ -142,39 +142,50 @@ def wide(c: Cond, name: str) -> bool:
     return iv is None or _size(iv) > WIDE[name]
 
 
-def segments(cs: list[Cond], name: str, bit: dict[int, int]) -> list[tuple[int, int, int]]:
-    """(start, narrow rules, wide rules) for each run of values of ``name`` that the
-    same rules allow (bit ``bit[i]`` for rule position ``i``), covering 0..top in
-    order; the wide rules include those that do not constrain the field."""
-    events: dict[int, list[int]] = {}
-    wild = 0
+def classes(cs: list[Cond], name: str, bit: dict[int, int],
+            store: Store) -> list[tuple[int, int]]:
+    """(start, class) for each run of values of ``name`` that the same rules allow
+    (bit ``bit[i]`` for rule position ``i``), covering 0..top in order: a sweep over
+    the intervals' ends, flipping the rules' bits in two word arrays (narrow, wide)."""
+    events: dict[int, tuple[list[int], list[int]]] = {}
+    narrow = np.zeros(store.t.words, dtype="<u8")
+    broad = np.zeros(store.t.words, dtype="<u8")
+    wild = [bit[i] for i, c in enumerate(cs) if c.fields[name] is None]
+    _flip(broad, wild)
     for i, c in enumerate(cs):
         k = 1 if wide(c, name) else 0
-        if c.fields[name] is None:
-            wild |= 1 << bit[i]
         for lo, hi in c.fields[name] or ():
-            for at in (lo, hi + 1):
-                e = events.setdefault(at, [0, 0])
-                e[k] ^= 1 << bit[i]
-    narrow, broad = 0, wild
-    out = [(0, 0, wild)]
+            events.setdefault(lo, ([], []))[k].append(bit[i])
+            events.setdefault(hi + 1, ([], []))[k].append(bit[i])
+    keys = [store.key(narrow), store.key(broad)]
+    out = [(0, store.pair(*keys))]
     for at in sorted(events):
         if at > TOPS[name]:
             break
-        narrow ^= events[at][0]
-        broad ^= events[at][1]
+        for k, arr in enumerate((narrow, broad)):
+            if events[at][k]:
+                _flip(arr, events[at][k])
+                keys[k] = store.key(arr)
+        cls = store.pair(*keys)
         if out[-1][0] == at:
-            out[-1] = (at, narrow, broad)
-        elif out[-1][1] != narrow or out[-1][2] != broad:
-            out.append((at, narrow, broad))
+            out[-1] = (at, cls)
+        elif out[-1][1] != cls:
+            out.append((at, cls))
     return out
+
+
+def _flip(words: np.ndarray, positions: list[int]) -> None:
+    if positions:
+        pos = np.asarray(positions, dtype=np.int64)
+        np.bitwise_xor.at(words, pos >> 6, np.left_shift(np.uint64(1), (pos & 63).astype(
+            np.uint64)))
 
 
 class Store:
     """One field's classes (module doc, "Vectors"): class records (a narrow vector and
     the index of a wide record) and wide records, their words in one pool."""
 
-    def __init__(self, tables: Tables, wild: int) -> None:
+    def __init__(self, tables: Tables) -> None:
         self.t = tables
         self.spot = _spot(tables)
         self.vecs: dict[bytes, bytes] = {}
@@ -184,45 +195,37 @@ class Store:
         self.records: list[bytes] = []
         self.pool: list[np.ndarray] = []
         self.pooled = 0
-        self.of(0, wild)  # class 0: absent
+        self.pad = tables.rec_size - 12 * tables.sums - 8
 
-    def of(self, narrow: int, broad: int) -> int:
-        """The class of a value whose narrow and wide rules are these."""
-        vec, key = self._vec(narrow)
-        wide_key = self._vec(broad)[1]
-        w = self.wides.get(wide_key)
+    def key(self, words: np.ndarray) -> bytes:
+        """A vector's key; compressed into the pool the first time it is seen."""
+        key = hashlib.blake2b(words.tobytes(), digest_size=16).digest()
+        if key not in self.vecs:
+            self.vecs[key] = self._compress(words)
+        return key
+
+    def pair(self, narrow: bytes, broad: bytes) -> int:
+        """The class of a value whose narrow and wide rules have these keys."""
+        w = self.wides.get(broad)
         if w is None:
-            w = self.wides[wide_key] = len(self.wide_records)
-            self.wide_records.append(self.vecs[wide_key] + bytes(4 + self._pad))
-        found = self.classes.get((key, w))
+            w = self.wides[broad] = len(self.wide_records)
+            self.wide_records.append(self.vecs[broad] + bytes(4 + self.pad))
+        found = self.classes.get((narrow, w))
         if found is None:
-            found = self.classes[(key, w)] = len(self.records)
-            self.records.append(vec + w.to_bytes(4, "little") + bytes(self._pad))
+            found = self.classes[(narrow, w)] = len(self.records)
+            self.records.append(self.vecs[narrow] + w.to_bytes(4, "little") + bytes(self.pad))
         return found
 
-    @property
-    def _pad(self) -> int:
-        return self.t.rec_size - 12 * self.t.sums - 8
-
-    def _vec(self, bits: int) -> tuple[bytes, bytes]:
-        raw = bits.to_bytes(8 * self.t.words, "little")
-        key = hashlib.blake2b(raw, digest_size=16).digest()
-        vec = self.vecs.get(key)
-        if vec is None:
-            vec = self.vecs[key] = self._compress(np.frombuffer(raw, dtype="<u8"))
-        return vec, key
-
     def _compress(self, words: np.ndarray) -> bytes:
-        nz = words != 0
+        nz = np.nonzero(words)[0]
+        at = self.spot[nz]
         flags = np.zeros(self.t.sums * 64, dtype=bool)
-        flags[self.spot[nz]] = True
-        per = flags.reshape(self.t.sums, 64).sum(axis=1)
+        flags[at] = True
         cum = np.zeros(self.t.sums, dtype="<u4")
-        cum[1:] = np.cumsum(per)[:-1]
+        cum[1:] = np.cumsum(np.bincount(at >> 6, minlength=self.t.sums))[:-1]
         base = self.pooled
-        kept = words[nz]
-        self.pool.append(kept)
-        self.pooled += len(kept)
+        self.pool.append(words[nz].copy())
+        self.pooled += len(nz)
         return (np.packbits(flags, bitorder="little").tobytes() + cum.tobytes()
                 + base.to_bytes(4, "little"))
 
@@ -241,25 +244,25 @@ def u32s(values) -> bytes:
     return np.asarray(values, dtype="<u4").tobytes()
 
 
-def small_table(segs, store: Store, size: int) -> bytes:
+def small_table(segs, size: int) -> bytes:
     """fp and ports: an array of ``size`` classes (ports: the last one, absent, is 0)."""
     table = np.zeros(size, dtype="<u4")
-    for k, (start, narrow, broad) in enumerate(segs):
+    for k, (start, cls) in enumerate(segs):
         end = segs[k + 1][0] if k + 1 < len(segs) else size
-        table[start:min(end, size)] = store.of(narrow, broad)
+        table[start:min(end, size)] = cls
     if size == PORT_ABSENT + 1:
         table[PORT_ABSENT] = 0
     return table.tobytes()
 
 
-def _cut(segs, lo: int, hi: int) -> list[tuple[int, int, int]]:
+def _cut(segs, lo: int, hi: int) -> list[tuple[int, int]]:
     """The segments inside [lo, hi], rebased to lo."""
     out = []
-    for k, (start, narrow, broad) in enumerate(segs):
+    for k, (start, cls) in enumerate(segs):
         end = segs[k + 1][0] - 1 if k + 1 < len(segs) else TOPS["src"]
         if end < lo or start > hi:
             continue
-        out.append((max(start, lo) - lo, narrow, broad))
+        out.append((max(start, lo) - lo, cls))
     return out
 
 
@@ -310,11 +313,11 @@ def lpm6(segs: list[tuple[int, int]]) -> tuple[bytes, bytes]:
 
 
 def addr_tables(cs, name: str, bit, store: Store, out: Tables) -> FieldTables:
-    segs = segments(cs, name, bit)
+    segs = classes(cs, name, bit, store)
     ft = FieldTables(name)
     short = SHORT[name]
     for version, (lo, hi) in SPACES.items():
-        part = [(s, store.of(n, b)) for s, n, b in _cut(segs, lo, hi)]
+        part = _cut(segs, lo, hi)
         if len(part) == 1:
             setattr(ft, f"const{version}", part[0][1])
         elif version == 4:
@@ -341,18 +344,18 @@ def build(cs: list[Cond]) -> Tables:
     for name in FIELDS:
         if all(c.fields[name] is None for c in cs):
             continue
-        wild = 0
-        for i, c in enumerate(cs):
-            if c.fields[name] is None:
-                wild |= 1 << bit[i]
-        store = Store(out, wild)
+        store = Store(out)
+        zero = store.key(np.zeros(words, dtype="<u8"))
+        wild = np.zeros(words, dtype="<u8")
+        _flip(wild, [bit[i] for i, c in enumerate(cs) if c.fields[name] is None])
+        store.pair(zero, store.key(wild))  # class 0: absent
         short = SHORT[name]
         if name in ("src", "dst"):
             ft = addr_tables(cs, name, bit, store, out)
         else:
             ft = FieldTables(name)
             size = 515 if name == "fp" else PORT_ABSENT + 1
-            table = small_table(segments(cs, name, bit), store, size)
+            table = small_table(classes(cs, name, bit, store), size)
             out.maps.append(MapData(f"pfc_c_{short}", "array", 4, 4, size, table))
         ft.classes = len(store.records)
         out.fields.append(ft)
