@@ -33,6 +33,10 @@ from pfc.backends.ebpf.classify.model import FIELDS, PORT_ABSENT, SPACES, TOPS, 
 
 PTR = 0x80000000
 NARROW = 1 << 16  # an address match of at most this many addresses is "narrow"
+# Terminal rules are grouped by which of these fields they match narrowly: in a group,
+# a narrow field's summaries are sparse, so their AND leaves few candidate words.
+SHAPE = ("dst", "src", "dport")
+MIN_GROUP = 64
 # A rule is in a field's wide part when it allows more values than this (module doc).
 WIDE = {"fp": -1, "src": NARROW, "dst": NARROW, "sport": 256, "dport": 256}
 SHORT = {"fp": "fp", "src": "sa", "dst": "da", "sport": "sp", "dport": "dp"}
@@ -71,12 +75,14 @@ class MapData:
         """The value's C type in classify.c.j2."""
         if self.name.endswith(("_rec", "_wide")):
             return "struct pfc_rec"
-        return "__u64" if self.name.endswith("_pool") else "__u32"
+        return "__u64" if self.name.endswith("pool") else "__u32"
 
 
 @dataclass
 class FieldTables:
     name: str
+    order: int = 0  # tested in this order in a candidate word: the narrowest first
+    narrow: bool = True  # some rule matches the field narrowly (else: wide part only)
     classes: int = 0
     const4: int | None = None  # IPv4 addresses: one class (no trie)
     const6: int | None = None  # IPv6 addresses: one class (no LPM trie)
@@ -105,23 +111,30 @@ def _size(iv) -> int:
     return sum(hi - lo + 1 for lo, hi in iv)
 
 
-def _narrow(iv) -> bool:
-    return iv is not None and _size(iv) <= NARROW
+def shape(c: Cond) -> tuple[bool, ...]:
+    """Which of the fields in :data:`SHAPE` the rule matches narrowly."""
+    return tuple(not wide(c, f) for f in SHAPE)
+
+
+def terminal_groups(cs: list[Cond]) -> list[list[int]]:
+    """The terminal rules cut by shape (policy order inside each group); shapes of
+    fewer than :data:`MIN_GROUP` rules share one group."""
+    by: dict[tuple[bool, ...], list[int]] = {}
+    for i, c in enumerate(cs):
+        if c.terminal:
+            by.setdefault(shape(c), []).append(i)
+    big = [g for g in by.values() if len(g) >= MIN_GROUP]
+    small = sorted(i for g in by.values() if len(g) < MIN_GROUP for i in g)
+    return [g for g in big + [small] if g]
 
 
 def layout(cs: list[Cond]) -> tuple[list[int], list[Plane], Plane | None]:
     """(order, groups, count plane): module doc, "Rule positions"."""
-    terminal = [i for i, c in enumerate(cs) if c.terminal]
-    dst = [i for i in terminal if _narrow(cs[i].fields["dst"])]
-    src = [i for i in terminal if not _narrow(cs[i].fields["dst"])
-           and _narrow(cs[i].fields["src"])]
-    rest = [i for i in terminal if not _narrow(cs[i].fields["dst"])
-            and not _narrow(cs[i].fields["src"])]
     counting = [i for i, c in enumerate(cs) if not c.terminal]
     order: list[int] = []
     planes: list[Plane] = []
     soff = 0
-    for members in [g for g in (dst, src, rest) if g] + [counting]:
+    for members in terminal_groups(cs) + [counting]:
         words = (len(members) + 63) // 64
         planes.append(Plane(words, len(order) // 64, (words + 63) // 64, soff,
                             min(members, default=0)))
@@ -157,7 +170,7 @@ def classes(cs: list[Cond], name: str, bit: dict[int, int],
         for lo, hi in c.fields[name] or ():
             events.setdefault(lo, ([], []))[k].append(bit[i])
             events.setdefault(hi + 1, ([], []))[k].append(bit[i])
-    keys = [store.key(narrow), store.key(broad)]
+    keys = [store.narrow_key(narrow), store.wide_key(broad)]
     out = [(0, store.pair(*keys))]
     for at in sorted(events):
         if at > TOPS[name]:
@@ -165,7 +178,7 @@ def classes(cs: list[Cond], name: str, bit: dict[int, int],
         for k, arr in enumerate((narrow, broad)):
             if events[at][k]:
                 _flip(arr, events[at][k])
-                keys[k] = store.key(arr)
+                keys[k] = store.narrow_key(arr) if k == 0 else store.wide_key(arr)
         cls = store.pair(*keys)
         if out[-1][0] == at:
             out[-1] = (at, cls)
@@ -182,52 +195,70 @@ def _flip(words: np.ndarray, positions: list[int]) -> None:
 
 
 class Store:
-    """One field's classes (module doc, "Vectors"): class records (a narrow vector and
-    the index of a wide record) and wide records, their words in one pool."""
+    """One field's classes (module doc, "Vectors"): class records (a compressed narrow
+    vector and the index of a wide record) and wide records (summaries, and the vector
+    uncompressed in the wide pool at ``base``: few classes share them)."""
 
     def __init__(self, tables: Tables) -> None:
         self.t = tables
         self.spot = _spot(tables)
-        self.vecs: dict[bytes, bytes] = {}
+        self.narrow: dict[bytes, bytes] = {}
         self.wides: dict[bytes, int] = {}
         self.wide_records: list[bytes] = []
+        self.wide_pool: list[np.ndarray] = []
         self.classes: dict[tuple[bytes, int], int] = {}
         self.records: list[bytes] = []
         self.pool: list[np.ndarray] = []
         self.pooled = 0
         self.pad = tables.rec_size - 12 * tables.sums - 8
 
-    def key(self, words: np.ndarray) -> bytes:
-        """A vector's key; compressed into the pool the first time it is seen."""
-        key = hashlib.blake2b(words.tobytes(), digest_size=16).digest()
-        if key not in self.vecs:
-            self.vecs[key] = self._compress(words)
+    @staticmethod
+    def _digest(words: np.ndarray) -> bytes:
+        return hashlib.blake2b(words.tobytes(), digest_size=16).digest()
+
+    def narrow_key(self, words: np.ndarray) -> bytes:
+        """A narrow vector's key; compressed into the pool the first time it is seen."""
+        key = self._digest(words)
+        if key not in self.narrow:
+            self.narrow[key] = self._compress(words)
+        return key
+
+    def wide_key(self, words: np.ndarray) -> bytes:
+        """A wide vector's key; a wide record the first time it is seen."""
+        key = self._digest(words)
+        if key not in self.wides:
+            self.wides[key] = len(self.wide_records)
+            base = len(self.wide_pool) * self.t.words
+            self.wide_pool.append(words.copy())
+            self.wide_records.append(self._summary(words)[0] + bytes(4 * self.t.sums)
+                                     + base.to_bytes(4, "little") + bytes(4 + self.pad))
         return key
 
     def pair(self, narrow: bytes, broad: bytes) -> int:
         """The class of a value whose narrow and wide rules have these keys."""
-        w = self.wides.get(broad)
-        if w is None:
-            w = self.wides[broad] = len(self.wide_records)
-            self.wide_records.append(self.vecs[broad] + bytes(4 + self.pad))
+        w = self.wides[broad]
         found = self.classes.get((narrow, w))
         if found is None:
             found = self.classes[(narrow, w)] = len(self.records)
-            self.records.append(self.vecs[narrow] + w.to_bytes(4, "little") + bytes(self.pad))
+            self.records.append(self.narrow[narrow] + w.to_bytes(4, "little")
+                                + bytes(self.pad))
         return found
 
-    def _compress(self, words: np.ndarray) -> bytes:
+    def _summary(self, words: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray]:
         nz = np.nonzero(words)[0]
         at = self.spot[nz]
         flags = np.zeros(self.t.sums * 64, dtype=bool)
         flags[at] = True
+        return np.packbits(flags, bitorder="little").tobytes(), nz, at
+
+    def _compress(self, words: np.ndarray) -> bytes:
+        sums, nz, at = self._summary(words)
         cum = np.zeros(self.t.sums, dtype="<u4")
         cum[1:] = np.cumsum(np.bincount(at >> 6, minlength=self.t.sums))[:-1]
         base = self.pooled
         self.pool.append(words[nz].copy())
         self.pooled += len(nz)
-        return (np.packbits(flags, bitorder="little").tobytes() + cum.tobytes()
-                + base.to_bytes(4, "little"))
+        return sums + cum.tobytes() + base.to_bytes(4, "little")
 
 
 def _spot(tables: Tables) -> np.ndarray:
@@ -345,10 +376,10 @@ def build(cs: list[Cond]) -> Tables:
         if all(c.fields[name] is None for c in cs):
             continue
         store = Store(out)
-        zero = store.key(np.zeros(words, dtype="<u8"))
+        zero = store.narrow_key(np.zeros(words, dtype="<u8"))
         wild = np.zeros(words, dtype="<u8")
         _flip(wild, [bit[i] for i, c in enumerate(cs) if c.fields[name] is None])
-        store.pair(zero, store.key(wild))  # class 0: absent
+        store.pair(zero, store.wide_key(wild))  # class 0: absent
         short = SHORT[name]
         if name in ("src", "dst"):
             ft = addr_tables(cs, name, bit, store, out)
@@ -358,13 +389,16 @@ def build(cs: list[Cond]) -> Tables:
             table = small_table(classes(cs, name, bit, store), size)
             out.maps.append(MapData(f"pfc_c_{short}", "array", 4, 4, size, table))
         ft.classes = len(store.records)
+        ft.order = ("dst", "src", "dport", "sport", "fp").index(name)
         out.fields.append(ft)
         for kind, records in (("rec", store.records), ("wide", store.wide_records)):
             out.maps.append(MapData(f"pfc_c_{short}_{kind}", "array", 4, out.rec_size,
                                     len(records), b"".join(records)))
-        pool = np.concatenate(store.pool) if store.pooled else np.zeros(1, dtype="<u8")
-        out.maps.append(MapData(f"pfc_c_{short}_pool", "array", 4, 8, len(pool),
-                                pool.astype("<u8").tobytes()))
+        ft.narrow = any(not wide(c, name) for c in cs)
+        for kind, parts in (("pool", store.pool), ("wpool", store.wide_pool)):
+            pool = np.concatenate(parts) if parts else np.zeros(1, dtype="<u8")
+            out.maps.append(MapData(f"pfc_c_{short}_{kind}", "array", 4, 8, max(1, len(pool)),
+                                    pool.astype("<u8").tobytes() or bytes(8)))
     return out
 
 
