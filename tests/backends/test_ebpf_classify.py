@@ -181,3 +181,39 @@ def test_forced_classifier_on_small_policies(hook):
         if "classifier" not in art.meta:  # no rule constrains a field
             continue
         check(art, _frames(art, 250, seed))
+
+
+# ------------------------------------------------------------------- pfc load, status
+
+@kernel
+@pytest.mark.parametrize(("target", "extra"), [("xdp", ["--mode", "generic"]), ("tc", [])],
+                         ids=["xdp", "tc"])
+def test_load_status_unload_a_classified_policy(tmp_path, monkeypatch, target, extra):
+    """``pfc load`` fills the classifier's maps before attaching; ``status`` shows every
+    rule's and the default's counters as the interpreter counts the frames sent;
+    ``unload`` removes it."""
+    from pfc.kernel import netns
+    from tests.deploy import test_load as dl
+
+    monkeypatch.setenv("PFC_STATE_DIR", str(tmp_path / "state"))
+    path = tmp_path / "large.pf"
+    path.write_text(mixed_policy(200, 11, "pass", redirect=False))
+    with netns.lab() as lab:
+        code, _, err = dl.load(lab, target, extra, path)
+        assert code == 0, err
+        artifact, _ = build_artifact(compile_text(path.read_text(), str(path)), target,
+                                     None, dev=lab.dut)
+        assert "classifier" in artifact.meta
+        frames = dl.deliver(lab, dl.frames_for(lab, artifact.policy, 400, seed=5))
+        outcomes = dl.interpreter(target, artifact.hook, artifact.policy, frames)
+        from pfc.verifier.equiv import expected_counters
+
+        want = expected_counters(artifact.policy, outcomes) | dl.decided(artifact.policy,
+                                                                         outcomes)
+        e = dl.entry(lab, target)
+        assert e["health"] == "ok"
+        assert dl.counters_of(e) == want
+        code, _, err = dl.pfc("unload", "--target", target, "--dev", lab.dut,
+                              "--netns", lab.name)
+        assert code == 0, err
+        assert not [x for x in dl.status(lab) if x["target"] == target]
