@@ -37,6 +37,7 @@ NARROW = 1 << 16  # an address match of at most this many addresses is "narrow"
 # a narrow field's summaries are sparse, so their AND leaves few candidate words.
 SHAPE = ("dst", "src", "dport")
 MIN_GROUP = 64
+MIN_COUNT_GROUP = 16
 # A rule is in a field's wide part when it allows more values than this (module doc).
 WIDE = {"fp": -1, "src": NARROW, "dst": NARROW, "sport": 256, "dport": 256}
 SHORT = {"fp": "fp", "src": "sa", "dst": "da", "sport": "sp", "dport": "dp"}
@@ -93,7 +94,7 @@ class FieldTables:
 class Tables:
     order: list[int]  # global bit -> policy position (-1: padding)
     groups: list[Plane]
-    count: Plane | None
+    count: list[Plane]  # groups of count rules
     words: int  # TW_TOT
     sums: int  # TS_TOT
     fields: list[FieldTables] = field(default_factory=list)
@@ -116,34 +117,33 @@ def shape(c: Cond) -> tuple[bool, ...]:
     return tuple(not wide(c, f) for f in SHAPE)
 
 
-def terminal_groups(cs: list[Cond]) -> list[list[int]]:
-    """The terminal rules cut by shape (policy order inside each group); shapes of
-    fewer than :data:`MIN_GROUP` rules share one group."""
+def shape_groups(cs: list[Cond], terminal: bool, minimum: int) -> list[list[int]]:
+    """The terminal (or count) rules cut by shape, policy order inside each group;
+    shapes of fewer than ``minimum`` rules share one group."""
     by: dict[tuple[bool, ...], list[int]] = {}
     for i, c in enumerate(cs):
-        if c.terminal:
+        if c.terminal == terminal:
             by.setdefault(shape(c), []).append(i)
-    big = [g for g in by.values() if len(g) >= MIN_GROUP]
-    small = sorted(i for g in by.values() if len(g) < MIN_GROUP for i in g)
+    big = [g for g in by.values() if len(g) >= minimum]
+    small = sorted(i for g in by.values() if len(g) < minimum for i in g)
     return [g for g in big + [small] if g]
 
 
-def layout(cs: list[Cond]) -> tuple[list[int], list[Plane], Plane | None]:
-    """(order, groups, count plane): module doc, "Rule positions"."""
-    counting = [i for i, c in enumerate(cs) if not c.terminal]
+def layout(cs: list[Cond]) -> tuple[list[int], list[Plane], list[Plane]]:
+    """(order, groups of terminal rules, groups of count rules): module doc, "Rule
+    positions"."""
     order: list[int] = []
     planes: list[Plane] = []
     soff = 0
-    for members in terminal_groups(cs) + [counting]:
+    terminal = shape_groups(cs, True, MIN_GROUP)
+    for members in terminal + shape_groups(cs, False, MIN_COUNT_GROUP):
         words = (len(members) + 63) // 64
-        planes.append(Plane(words, len(order) // 64, (words + 63) // 64, soff,
-                            min(members, default=0)))
+        planes.append(Plane(words, len(order) // 64, (words + 63) // 64, soff, min(members)))
         soff += planes[-1].sums
         order += members + [-1] * (64 * words - len(members))
-    count = planes.pop() if counting else None
-    if not counting:
-        planes.pop()
-    return order, planes, count
+    if not order:  # no rule at all: one empty word keeps every array non-empty
+        order = [-1] * 64
+    return order, planes[:len(terminal)], planes[len(terminal):]
 
 
 # ------------------------------------------------------------------------ segments
@@ -264,7 +264,7 @@ class Store:
 def _spot(tables: Tables) -> np.ndarray:
     """Word -> its summary bit (global)."""
     spot = np.zeros(tables.words, dtype=np.int64)
-    for p in tables.groups + ([tables.count] if tables.count else []):
+    for p in tables.groups + tables.count:
         spot[p.woff:p.woff + p.words] = p.soff * 64 + np.arange(p.words)
     return spot
 
@@ -369,7 +369,7 @@ def build(cs: list[Cond]) -> Tables:
     """Every map of the classifier for the rules ``cs`` (policy order)."""
     order, groups, count = layout(cs)
     words = len(order) // 64
-    sums = sum(p.sums for p in groups) + (count.sums if count else 0)
+    sums = max(1, sum(p.sums for p in groups + count))
     out = Tables(order, groups, count, words, sums)
     bit = {i: p for p, i in enumerate(order) if i >= 0}
     for name in FIELDS:
