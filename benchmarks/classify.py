@@ -53,6 +53,7 @@ from pfc.oracle import packets  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 OPTIONS = {"repeat": 2000, "rounds": 5, "linear_max": 1000}
+# the classifier from this many rules (backends/ebpf/classify/plan.py MIN_RULES)
 
 
 # ----------------------------------------------------------------------------- eBPF
@@ -82,12 +83,15 @@ class Loaded:
         self.prog = self.obj.programs[artifact.meta["program"]]
 
     def facts(self) -> dict:
+        from pfc.backends.ebpf.backend import program_insns
+
         info = fdinfo(self.prog.fd)
         maps = {n: int(fdinfo(m.fd).get("memlock", 0)) for n, m in self.obj.maps.items()
                 if not n.startswith(".")}
+        elf = ebpf_maps.object_bytes(self.artifact)
         return {"compile_s": round(self.compile_s, 2), "load_s": round(self.load_s, 2),
                 "classifier": "classifier" in self.artifact.meta,
-                "insns": int(info.get("xlated_prog_len", 0)) // 8 or None,
+                "insns": program_insns(elf, self.artifact.hook),
                 "verified_insns": int(info.get("verified_insns", -1)),
                 "map_bytes": sum(maps.values()), "rules": len(self.artifact.policy.rules)}
 

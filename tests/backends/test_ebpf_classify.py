@@ -120,7 +120,7 @@ def test_program_size_does_not_grow_with_the_rules():
 
 
 def test_the_maps_file_and_its_data_fill_every_map():
-    art = build(mixed_policy(120, 4, "drop"), "tc", fmt="c")
+    art = build(mixed_policy(120, 4, "drop"), "tc", "always", fmt="c")
     records = ebpf_maps.maps_of(art)
     assert {r["name"] for r in records} == set(art.meta["maps"])
     blob = art.files["large.tc.maps.bin"]

@@ -22,7 +22,7 @@ from pfc.backends.ebpf import plan as ebpf_plan
 from pfc.backends.ebpf.classify import model, tables
 from pfc.frontend import ir
 
-MIN_RULES = 64  # docs/ebpf.md "Large policies": the crossover measured
+MIN_RULES = 128  # docs/ebpf.md "Large policies": the crossover measured (100-150)
 MAX_REDIRECTS = 64
 ACT_DROP, ACT_PASS, ACT_COUNT, ACT_REDIRECT = 0, 1, 2, 3
 ACT_SHIFT = 24
