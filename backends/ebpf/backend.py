@@ -144,9 +144,10 @@ def emit_classifier(policy: ir.Policy, options: Options, plan) -> Artifact:
             "maps": ebpf_maps.data_meta(plan.maps), "maps_file": f"{stem}.maps.json",
             "ready_map": counters.READY_MAP, "classifier": plan.stats}
     data = {f"{stem}.maps.json": ebpf_maps.records_file(records), f"{stem}.maps.bin": blob}
+    notes = [classifier_note(policy, stem)]
     if options.format == "c":
         return Artifact(options.target, hook, "c", text, {f"{stem}.c": text.encode()} | data,
-                        policy, meta)
+                        policy, meta, notes)
     try:
         built = toolchain.compile_c(text, stem)
     except ToolchainError as exc:
@@ -157,7 +158,22 @@ def emit_classifier(policy: ir.Policy, options: Options, plan) -> Artifact:
     files_ = {f"{stem}.o": built.obj, f"{stem}.c": text.encode(),
               f"{stem}.clang.txt": command.encode()} | data
     return Artifact(options.target, hook, "o", None, files_, policy,
-                    meta | {"clang": built.command})
+                    meta | {"clang": built.command}, notes)
+
+
+def classifier_note(policy: ir.Policy, stem: str) -> Diagnostic:
+    """The classifier's rules are map contents: the object drops every packet until
+    a loader fills them from the maps file and its data file."""
+    where = "/sys/fs/bpf/pfc-" + re.sub(r"[^A-Za-z0-9_-]", "_", stem)
+    return Diagnostic(
+        Severity.NOTE, f"the policy's {len(policy.rules):,} rules are classified: they are "
+        f"maps the loader fills from {stem}.maps.json and {stem}.maps.bin; loaded as it is, "
+        "the program drops every packet until the maps are filled",
+        policy.rules[0].span, code="maps-at-load",
+        hint=f"load it with `pfc load`, or by hand: bpftool prog loadall {stem}.o "
+        f"{where}/progs pinmaps {where}/maps; python3 -m pfc.backends.ebpf.maps "
+        f"{stem}.maps.json {where}/maps > fill.batch; bpftool batch file fill.batch "
+        "(docs/ebpf.md)")
 
 
 # BPF jumps are 16-bit signed instruction offsets. clang 14 (Debian 12) has no 32-bit

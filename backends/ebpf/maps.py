@@ -269,9 +269,13 @@ def bpftool_batch(records: list[dict], pin_dir: str,
             if count == 0:
                 continue
             ksize, vsize = len(keys) // count, len(values) // count
+            zeroed = record.get("map_type") == "array"  # arrays start zeroed
             for i in range(count):
+                raw = values[i * vsize:(i + 1) * vsize]
+                if zeroed and not any(raw):
+                    continue
                 key = " ".join(f"{b:02x}" for b in keys[i * ksize:(i + 1) * ksize])
-                value = " ".join(f"{b:02x}" for b in values[i * vsize:(i + 1) * vsize])
+                value = " ".join(f"{b:02x}" for b in raw)
                 lines.append(f"map update pinned {pin_dir}/{name} key hex {key} "
                              f"value hex {value}")
     if records:

@@ -112,31 +112,29 @@ def _size(iv) -> int:
     return sum(hi - lo + 1 for lo, hi in iv)
 
 
-def shape(c: Cond) -> tuple[bool, ...]:
-    """Which of the fields in :data:`SHAPE` the rule matches narrowly."""
-    return tuple(not wide(c, f) for f in SHAPE)
-
-
-def shape_groups(cs: list[Cond], terminal: bool, minimum: int) -> list[list[int]]:
-    """The terminal (or count) rules cut by shape, policy order inside each group;
-    shapes of fewer than ``minimum`` rules share one group."""
+def shape_groups(cs: list[Cond], wides: dict[str, list[bool]], terminal: bool,
+                 minimum: int) -> list[list[int]]:
+    """The terminal (or count) rules cut by shape (which of :data:`SHAPE` they match
+    narrowly), policy order inside each group; shapes of fewer than ``minimum`` rules
+    share one group."""
     by: dict[tuple[bool, ...], list[int]] = {}
     for i, c in enumerate(cs):
         if c.terminal == terminal:
-            by.setdefault(shape(c), []).append(i)
+            by.setdefault(tuple(not wides[f][i] for f in SHAPE), []).append(i)
     big = [g for g in by.values() if len(g) >= minimum]
     small = sorted(i for g in by.values() if len(g) < minimum for i in g)
     return [g for g in big + [small] if g]
 
 
-def layout(cs: list[Cond]) -> tuple[list[int], list[Plane], list[Plane]]:
+def layout(cs: list[Cond], wides: dict[str, list[bool]]
+           ) -> tuple[list[int], list[Plane], list[Plane]]:
     """(order, groups of terminal rules, groups of count rules): module doc, "Rule
     positions"."""
     order: list[int] = []
     planes: list[Plane] = []
     soff = 0
-    terminal = shape_groups(cs, True, MIN_GROUP)
-    for members in terminal + shape_groups(cs, False, MIN_COUNT_GROUP):
+    terminal = shape_groups(cs, wides, True, MIN_GROUP)
+    for members in terminal + shape_groups(cs, wides, False, MIN_COUNT_GROUP):
         words = (len(members) + 63) // 64
         planes.append(Plane(words, len(order) // 64, (words + 63) // 64, soff, min(members)))
         soff += planes[-1].sums
@@ -155,8 +153,8 @@ def wide(c: Cond, name: str) -> bool:
     return iv is None or _size(iv) > WIDE[name]
 
 
-def classes(cs: list[Cond], name: str, bit: dict[int, int],
-            store: Store) -> list[tuple[int, int]]:
+def classes(cs: list[Cond], name: str, bit: dict[int, int], store: Store,
+            wides: list[bool]) -> list[tuple[int, int]]:
     """(start, class) for each run of values of ``name`` that the same rules allow
     (bit ``bit[i]`` for rule position ``i``), covering 0..top in order: a sweep over
     the intervals' ends, flipping the rules' bits in two word arrays (narrow, wide)."""
@@ -166,7 +164,7 @@ def classes(cs: list[Cond], name: str, bit: dict[int, int],
     wild = [bit[i] for i, c in enumerate(cs) if c.fields[name] is None]
     _flip(broad, wild)
     for i, c in enumerate(cs):
-        k = 1 if wide(c, name) else 0
+        k = 1 if wides[i] else 0
         for lo, hi in c.fields[name] or ():
             events.setdefault(lo, ([], []))[k].append(bit[i])
             events.setdefault(hi + 1, ([], []))[k].append(bit[i])
@@ -188,7 +186,10 @@ def classes(cs: list[Cond], name: str, bit: dict[int, int],
 
 
 def _flip(words: np.ndarray, positions: list[int]) -> None:
-    if positions:
+    if len(positions) <= 4:
+        for p in positions:
+            words[p >> 6] ^= np.uint64(1 << (p & 63))
+    else:
         pos = np.asarray(positions, dtype=np.int64)
         np.bitwise_xor.at(words, pos >> 6, np.left_shift(np.uint64(1), (pos & 63).astype(
             np.uint64)))
@@ -343,8 +344,8 @@ def lpm6(segs: list[tuple[int, int]]) -> tuple[bytes, bytes]:
     return bytes(keys), u32s(values)
 
 
-def addr_tables(cs, name: str, bit, store: Store, out: Tables) -> FieldTables:
-    segs = classes(cs, name, bit, store)
+def addr_tables(cs, name: str, bit, store: Store, out: Tables, wides) -> FieldTables:
+    segs = classes(cs, name, bit, store, wides)
     ft = FieldTables(name)
     short = SHORT[name]
     for version, (lo, hi) in SPACES.items():
@@ -367,7 +368,8 @@ def addr_tables(cs, name: str, bit, store: Store, out: Tables) -> FieldTables:
 
 def build(cs: list[Cond]) -> Tables:
     """Every map of the classifier for the rules ``cs`` (policy order)."""
-    order, groups, count = layout(cs)
+    wides = {name: [wide(c, name) for c in cs] for name in FIELDS}
+    order, groups, count = layout(cs, wides)
     words = len(order) // 64
     sums = max(1, sum(p.sums for p in groups + count))
     out = Tables(order, groups, count, words, sums)
@@ -382,11 +384,11 @@ def build(cs: list[Cond]) -> Tables:
         store.pair(zero, store.wide_key(wild))  # class 0: absent
         short = SHORT[name]
         if name in ("src", "dst"):
-            ft = addr_tables(cs, name, bit, store, out)
+            ft = addr_tables(cs, name, bit, store, out, wides[name])
         else:
             ft = FieldTables(name)
             size = 515 if name == "fp" else PORT_ABSENT + 1
-            table = small_table(classes(cs, name, bit, store), size)
+            table = small_table(classes(cs, name, bit, store, wides[name]), size)
             out.maps.append(MapData(f"pfc_c_{short}", "array", 4, 4, size, table))
         ft.classes = len(store.records)
         ft.order = ("dst", "src", "dport", "sport", "fp").index(name)
@@ -394,7 +396,7 @@ def build(cs: list[Cond]) -> Tables:
         for kind, records in (("rec", store.records), ("wide", store.wide_records)):
             out.maps.append(MapData(f"pfc_c_{short}_{kind}", "array", 4, out.rec_size,
                                     len(records), b"".join(records)))
-        ft.narrow = any(not wide(c, name) for c in cs)
+        ft.narrow = not all(wides[name])
         for kind, parts in (("pool", store.pool), ("wpool", store.wide_pool)):
             pool = np.concatenate(parts) if parts else np.zeros(1, dtype="<u8")
             out.maps.append(MapData(f"pfc_c_{short}_{kind}", "array", 4, 8, max(1, len(pool)),
