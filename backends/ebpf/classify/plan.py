@@ -118,5 +118,6 @@ def classify_plan(policy: ir.Policy, hook: str) -> ClassifyPlan | None:
                   "groups": [p.words * 64 for p in built.groups],
                   "count_rules": sum(not c.terminal for c in cs),
                   "classes": {f.name: f.classes for f in built.fields},
-                  "map_bytes": tables.memory(built), "build_s": round(plan.build_s, 3)}
+                  "dense": built.dense, "map_bytes": tables.memory(built),
+                  "build_s": round(plan.build_s, 3)}
     return plan

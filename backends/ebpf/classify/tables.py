@@ -29,15 +29,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pfc.backends.ebpf.classify.lookups import cut, dir_trie, lpm6, small_table, u32s
 from pfc.backends.ebpf.classify.model import FIELDS, PORT_ABSENT, SPACES, TOPS, Cond
 
-PTR = 0x80000000
 NARROW = 1 << 16  # an address match of at most this many addresses is "narrow"
 # Terminal rules are grouped by which of these fields they match narrowly: in a group,
 # a narrow field's summaries are sparse, so their AND leaves few candidate words.
 SHAPE = ("dst", "src", "dport")
 MIN_GROUP = 64
 MIN_COUNT_GROUP = 16
+# Dense vectors (one AND per field and word, no rank) while they take at most this
+# much kernel memory; compressed ones beyond (docs/ebpf.md "Large policies").
+DENSE_MAX = 64 << 20
 # A rule is in a field's wide part when it allows more values than this (module doc).
 WIDE = {"fp": -1, "src": NARROW, "dst": NARROW, "sport": 256, "dport": 256}
 SHORT = {"fp": "fp", "src": "sa", "dst": "da", "sport": "sp", "dport": "dp"}
@@ -99,6 +102,7 @@ class Tables:
     sums: int  # TS_TOT
     fields: list[FieldTables] = field(default_factory=list)
     maps: list[MapData] = field(default_factory=list)
+    dense: bool = False  # one record per class: summaries and every word
 
     @property
     def rec_size(self) -> int:
@@ -204,6 +208,8 @@ class Store:
         self.t = tables
         self.spot = _spot(tables)
         self.narrow: dict[bytes, bytes] = {}
+        self.narrow_nz: dict[bytes, tuple[np.ndarray, int]] = {}
+        self.class_keys: list[tuple[bytes, int]] = []
         self.wides: dict[bytes, int] = {}
         self.wide_records: list[bytes] = []
         self.wide_pool: list[np.ndarray] = []
@@ -221,6 +227,7 @@ class Store:
         """A narrow vector's key; compressed into the pool the first time it is seen."""
         key = self._digest(words)
         if key not in self.narrow:
+            self.narrow_nz[key] = (np.nonzero(words)[0], self.pooled)
             self.narrow[key] = self._compress(words)
         return key
 
@@ -241,6 +248,7 @@ class Store:
         found = self.classes.get((narrow, w))
         if found is None:
             found = self.classes[(narrow, w)] = len(self.records)
+            self.class_keys.append((narrow, w))
             self.records.append(self.narrow[narrow] + w.to_bytes(4, "little")
                                 + bytes(self.pad))
         return found
@@ -270,86 +278,12 @@ def _spot(tables: Tables) -> np.ndarray:
     return spot
 
 
-# -------------------------------------------------------------------------- lookups
-
-def u32s(values) -> bytes:
-    return np.asarray(values, dtype="<u4").tobytes()
-
-
-def small_table(segs, size: int) -> bytes:
-    """fp and ports: an array of ``size`` classes (ports: the last one, absent, is 0)."""
-    table = np.zeros(size, dtype="<u4")
-    for k, (start, cls) in enumerate(segs):
-        end = segs[k + 1][0] if k + 1 < len(segs) else size
-        table[start:min(end, size)] = cls
-    if size == PORT_ABSENT + 1:
-        table[PORT_ABSENT] = 0
-    return table.tobytes()
-
-
-def _cut(segs, lo: int, hi: int) -> list[tuple[int, int]]:
-    """The segments inside [lo, hi], rebased to lo."""
-    out = []
-    for k, (start, cls) in enumerate(segs):
-        end = segs[k + 1][0] - 1 if k + 1 < len(segs) else TOPS["src"]
-        if end < lo or start > hi:
-            continue
-        out.append((max(start, lo) - lo, cls))
-    return out
-
-
-def dir_trie(segs: list[tuple[int, int]]) -> tuple[bytes, bytes, bytes]:
-    """The 16-8-8 trie of IPv4 segments (start, class id): three u32 arrays."""
-    starts = np.array([s for s, _ in segs], dtype=np.int64)
-    ids = np.array([c for _, c in segs], dtype=np.uint32)
-
-    def level(los: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-        at = np.searchsorted(starts, los, side="right") - 1
-        nxt = np.minimum(at + 1, len(starts) - 1)
-        uniform = (at + 1 >= len(starts)) | (starts[nxt] >= los + size)
-        return ids[at], uniform
-
-    l1, u1 = level(np.arange(1 << 16, dtype=np.int64) << 16, 1 << 16)
-    tops = np.nonzero(~u1)[0]
-    l1[tops] = PTR | np.arange(len(tops), dtype=np.uint32)
-    los2 = ((tops[:, None] << 16) | (np.arange(256)[None, :] << 8)).ravel()
-    l2, u2 = level(los2, 256)
-    mids = np.nonzero(~u2)[0]
-    l2[mids] = PTR | np.arange(len(mids), dtype=np.uint32)
-    los3 = (los2[mids][:, None] | np.arange(256)[None, :]).ravel()
-    l3, _ = level(los3, 1)
-    return (l1.astype("<u4").tobytes(), (l2 if len(l2) else np.zeros(256)).astype("<u4").tobytes(),
-            (l3 if len(l3) else np.zeros(256)).astype("<u4").tobytes())
-
-
-def cidr(lo: int, hi: int, bits: int):
-    """The prefixes (address, length) that cover exactly [lo, hi]."""
-    while lo <= hi:
-        size = (lo & -lo) if lo else 1 << bits
-        while size > hi - lo + 1:
-            size >>= 1
-        yield lo, bits - size.bit_length() + 1
-        lo += size
-
-
-def lpm6(segs: list[tuple[int, int]]) -> tuple[bytes, bytes]:
-    """LPM_TRIE keys (u32 length, 16 address bytes) and u32 classes of IPv6 segments."""
-    keys, values = bytearray(), []
-    top = (1 << 128) - 1
-    for k, (start, cls) in enumerate(segs):
-        end = segs[k + 1][0] - 1 if k + 1 < len(segs) else top
-        for addr, length in cidr(start, end, 128):
-            keys += length.to_bytes(4, "little") + addr.to_bytes(16, "big")
-            values.append(cls)
-    return bytes(keys), u32s(values)
-
-
 def addr_tables(cs, name: str, bit, store: Store, out: Tables, wides) -> FieldTables:
     segs = classes(cs, name, bit, store, wides)
     ft = FieldTables(name)
     short = SHORT[name]
     for version, (lo, hi) in SPACES.items():
-        part = _cut(segs, lo, hi)
+        part = cut(segs, lo, hi)
         if len(part) == 1:
             setattr(ft, f"const{version}", part[0][1])
         elif version == 4:
@@ -366,18 +300,20 @@ def addr_tables(cs, name: str, bit, store: Store, out: Tables, wides) -> FieldTa
 
 # ---------------------------------------------------------------------------- build
 
-def build(cs: list[Cond]) -> Tables:
-    """Every map of the classifier for the rules ``cs`` (policy order)."""
+def build(cs: list[Cond], dense_max: int | None = None) -> Tables:
+    """Every map of the classifier for the rules ``cs`` (policy order): dense vectors
+    when they take at most ``dense_max`` bytes (:data:`DENSE_MAX`), else compressed."""
     wides = {name: [wide(c, name) for c in cs] for name in FIELDS}
     order, groups, count = layout(cs, wides)
     words = len(order) // 64
     sums = max(1, sum(p.sums for p in groups + count))
     out = Tables(order, groups, count, words, sums)
     bit = {i: p for p, i in enumerate(order) if i >= 0}
+    stores = {}
     for name in FIELDS:
         if all(c.fields[name] is None for c in cs):
             continue
-        store = Store(out)
+        store = stores[name] = Store(out)
         zero = store.narrow_key(np.zeros(words, dtype="<u8"))
         wild = np.zeros(words, dtype="<u8")
         _flip(wild, [bit[i] for i, c in enumerate(cs) if c.fields[name] is None])
@@ -392,16 +328,46 @@ def build(cs: list[Cond]) -> Tables:
             out.maps.append(MapData(f"pfc_c_{short}", "array", 4, 4, size, table))
         ft.classes = len(store.records)
         ft.order = ("dst", "src", "dport", "sport", "fp").index(name)
-        out.fields.append(ft)
-        for kind, records in (("rec", store.records), ("wide", store.wide_records)):
-            out.maps.append(MapData(f"pfc_c_{short}_{kind}", "array", 4, out.rec_size,
-                                    len(records), b"".join(records)))
         ft.narrow = not all(wides[name])
-        for kind, parts in (("pool", store.pool), ("wpool", store.wide_pool)):
-            pool = np.concatenate(parts) if parts else np.zeros(1, dtype="<u8")
-            out.maps.append(MapData(f"pfc_c_{short}_{kind}", "array", 4, 8, max(1, len(pool)),
-                                    pool.astype("<u8").tobytes() or bytes(8)))
+        out.fields.append(ft)
+    dense_size = out.rec_size + 8 * words
+    limit = DENSE_MAX if dense_max is None else dense_max
+    out.dense = sum(len(st.records) for st in stores.values()) * dense_size <= limit
+    for name, store in stores.items():
+        out.maps += dense_maps(store, name) if out.dense else compressed_maps(store, name)
     return out
+
+
+def compressed_maps(store: Store, name: str) -> list[MapData]:
+    short, out = SHORT[name], []
+    for kind, records in (("rec", store.records), ("wide", store.wide_records)):
+        out.append(MapData(f"pfc_c_{short}_{kind}", "array", 4, store.t.rec_size,
+                           len(records), b"".join(records)))
+    for kind, parts in (("pool", store.pool), ("wpool", store.wide_pool)):
+        pool = np.concatenate(parts) if parts else np.zeros(1, dtype="<u8")
+        out.append(MapData(f"pfc_c_{short}_{kind}", "array", 4, 8, max(1, len(pool)),
+                           pool.astype("<u8").tobytes() or bytes(8)))
+    return out
+
+
+def dense_maps(store: Store, name: str) -> list[MapData]:
+    """One record per class (its summaries; ``base``: where its whole vector starts in
+    the dense pool ``pfc_c_F_dpool``)."""
+    pool = np.concatenate(store.pool) if store.pool else np.zeros(0, dtype="<u8")
+    records, vectors = [], []
+    t = store.t
+    for k, (narrow, w) in enumerate(store.class_keys):
+        words = store.wide_pool[w].copy()
+        nz, base = store.narrow_nz[narrow]
+        words[nz] |= pool[base:base + len(nz)]
+        vectors.append(words)
+        records.append(store._summary(words)[0] + bytes(4 * t.sums)
+                       + (k * t.words).to_bytes(4, "little") + bytes(4 + store.pad))
+    short = SHORT[name]
+    data = np.concatenate(vectors).astype("<u8").tobytes()
+    return [MapData(f"pfc_c_{short}_rec", "array", 4, t.rec_size, len(records),
+                    b"".join(records)),
+            MapData(f"pfc_c_{short}_dpool", "array", 4, 8, len(data) // 8, data)]
 
 
 def rule_table(tables: Tables, slot_action: list[int]) -> MapData:
