@@ -13,7 +13,10 @@ Large address sets are maps (``LPM_TRIE``, or a /24 bitmap in two arrays for lar
 sets) whose contents travel in ``STEM.HOOK.maps.json``
 (both formats; ``meta["maps"]``, ``meta["maps_file"]``): loaders fill them with
 :func:`pfc.backends.ebpf.maps.open_filled`. ``group_runs`` runs first, so a blocklist
-written as rules becomes one set too.
+written as rules becomes one set too. A large policy of different rules (from
+``classify.plan.MIN_RULES``) is classified instead (:mod:`pfc.backends.ebpf.classify`,
+``templates/ebpf/classify.c.j2``): its rules are maps too, the maps file lists them and
+``STEM.HOOK.maps.bin`` holds their contents.
 
 What each hook sees (``view``), measured on Linux 6.18 (docs/ebpf.md):
 

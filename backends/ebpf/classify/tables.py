@@ -1,25 +1,29 @@
 """The classifier's tables: per field a value -> class lookup, per class the rules the
-field lets hold as a compressed bit vector (Linear Bit Vector Search, bpf-iptables;
-with ABV summaries, Baboescu and Varghese 2001). docs/ebpf.md "Large policies".
+field lets hold as a bit vector with summaries (Linear Bit Vector Search, bpf-iptables;
+ABV summaries, Baboescu and Varghese 2001). docs/ebpf.md "Large policies".
 
-Rule positions. The terminal rules are cut into up to three *groups* (rules with a
-narrow destination, a narrow source, the rest: in a group whose rules all name a
-narrow address, that field's vectors are sparse, so the summaries skip almost every
-word), then the ``count`` rules form a plane of their own. Each group and the count
-plane start on a 64-bit word, rules in policy order inside: bit ``p`` of the global
-numbering is rule ``order[p]``.
+Rule positions. The terminal rules are cut into *groups* by shape (which of
+:data:`SHAPE` they match narrowly; small shapes share a group): in a group whose rules
+all match a field narrowly, that field's summaries are sparse, so their AND leaves few
+candidate words. The ``count`` rules are grouped the same way after them. Each group
+starts on a 64-bit word, rules in policy order inside: bit ``p`` of the global
+numbering is rule ``order[p]``; summary bit ``j`` of a group's summary word ``s`` is its
+word ``64 s + j``.
 
-Vectors. For each field, the rules that do not constrain it (``wild``) hold for every
-value: one vector per field, not per class. A class stores only the rules that do
-constrain the field, compressed: a summary bit per word (is it non-zero), the count of
-non-zero words before each summary word (``cum``) and where its non-zero words start
-in the field's pool (``base``). The word ``w`` of a field for a class is ``wild[w] |
-(summary bit set ? pool[base + cum[s] + popcount(summary[s] below w)] : 0)``.
+Vectors. A field's rules are *narrow* (they allow at most ``WIDE[field]`` values) or
+*wide* (more, or the field is not constrained: a wildcard holds for every value, absent
+included). Per class: the narrow rules' vector, compressed (summary words, the count of
+non-zero words before each summary word ``cum``, its non-zero words from ``base`` in the
+field's pool), and the index of its wide record: few distinct wide vectors exist, each
+stored whole in the wide pool. Word ``w`` (summary word ``s``, bit ``b``) is ``wpool[wide.base
++ w] | (summary bit set ? pool[base + cum[s] + popcount(sum[s] below b)] : 0)``. While all
+classes' whole vectors fit in :data:`DENSE_MAX`, each class's whole vector is stored
+instead (*dense*: ``dpool[base + w]``, no rank).
 
-Lookups. ``fp``: an array of 515 classes; ports: arrays of 65,537 (the last: absent);
-addresses: IPv4 through a 16-8-8 trie of arrays (an entry is a class, or ``PTR | node``
-of the next level), IPv6 through an LPM trie of disjoint prefixes; a family whose whole
-space is one class is a constant instead. Class 0 is "no constrained rule" (absent).
+Lookups (:mod:`.lookups`). ``fp``: an array of 515 classes; ports: arrays of 65,537
+(the last: absent); addresses: IPv4 through a 16-8-8 trie of arrays, IPv6 through an
+LPM trie of disjoint prefixes; a family whose whole space is one class is a constant
+instead. Class 0 is "absent" (the wide record of the unconstrained rules).
 """
 
 from __future__ import annotations
