@@ -13,7 +13,10 @@ Large address sets are maps (``LPM_TRIE``, or a /24 bitmap in two arrays for lar
 sets) whose contents travel in ``STEM.HOOK.maps.json``
 (both formats; ``meta["maps"]``, ``meta["maps_file"]``): loaders fill them with
 :func:`pfc.backends.ebpf.maps.open_filled`. ``group_runs`` runs first, so a blocklist
-written as rules becomes one set too.
+written as rules becomes one set too. A large policy of different rules (from
+``classify.plan.MIN_RULES``) is classified instead (:mod:`pfc.backends.ebpf.classify`,
+``templates/ebpf/classify.c.j2``): its rules are maps too, the maps file lists them and
+``STEM.HOOK.maps.bin`` holds their contents.
 
 What each hook sees (``view``), measured on Linux 6.18 (docs/ebpf.md):
 
@@ -81,8 +84,24 @@ def _stem(policy: ir.Policy, hook: str) -> str:
     return artifact_name(policy, hook, "o")[:-2]
 
 
+def _classifier(policy: ir.Policy, hook: str, options: Options):
+    """The classifier's plan when the policy takes that path (``options.extra
+    ["classify"]``: ``auto``, the default, by size; ``always``; ``never``), else None."""
+    from pfc.backends.ebpf.classify import plan as classify_plan
+
+    mode = options.extra.get("classify", "auto")
+    if mode not in ("auto", "always", "never"):
+        raise ValueError(f"classify: `{mode}` is not one of auto, always, never")
+    if mode == "never" or (mode == "auto" and not classify_plan.wanted(policy, hook)):
+        return None
+    return classify_plan.classify_plan(policy, hook)
+
+
 def emit(policy: ir.Policy, options: Options) -> Artifact:
     hook = options.hook or options.target
+    classifier = _classifier(policy, hook, options)
+    if classifier is not None:
+        return emit_classifier(policy, options, classifier)
     plan = ebpf_plan.program_plan(policy, hook)
     text = render_plan(policy, plan)
     stem = _stem(policy, hook)
@@ -114,6 +133,53 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
               f"{stem}.clang.txt": command.encode()} | data
     return Artifact(options.target, hook, "o", None, files_, policy,
                     meta | {"clang": built.command}, notes)
+
+
+def emit_classifier(policy: ir.Policy, options: Options, plan) -> Artifact:
+    """The classifier's program (``templates/ebpf/classify.c.j2``) and its maps: the
+    maps file lists them, their contents are ``STEM.HOOK.maps.bin``
+    (:func:`pfc.backends.ebpf.maps.data_records`)."""
+    hook = plan.hook
+    stem = _stem(policy, hook)
+    source = c_comment(policy.source.rsplit("/", 1)[-1])[:80]
+    text = _ENV.get_template("classify.c.j2").render(plan=plan, source=source)
+    records, blob = ebpf_maps.data_records(plan.maps, f"{stem}.maps.bin")
+    meta = {"program": PROGRAM[hook], "counters": COUNTERS_MAP,
+            "counter_slots": plan.slots.meta(),
+            "count_rules": [r.index for r in policy.count_rules],
+            "maps": ebpf_maps.data_meta(plan.maps), "maps_file": f"{stem}.maps.json",
+            "ready_map": counters.READY_MAP, "classifier": plan.stats}
+    data = {f"{stem}.maps.json": ebpf_maps.records_file(records), f"{stem}.maps.bin": blob}
+    notes = [classifier_note(policy, stem)]
+    if options.format == "c":
+        return Artifact(options.target, hook, "c", text, {f"{stem}.c": text.encode()} | data,
+                        policy, meta, notes)
+    try:
+        built = toolchain.compile_c(text, stem)
+    except ToolchainError as exc:
+        raise CompileError([_clang_diagnostic(policy, text, exc)]) from exc
+    command = (f"# The exact command that built {stem}.o, run in a directory holding the C\n"
+               f"# source as {stem}.c (`pfc compile -o` may have renamed both).\n"
+               f"{built.command}\n")
+    files_ = {f"{stem}.o": built.obj, f"{stem}.c": text.encode(),
+              f"{stem}.clang.txt": command.encode()} | data
+    return Artifact(options.target, hook, "o", None, files_, policy,
+                    meta | {"clang": built.command}, notes)
+
+
+def classifier_note(policy: ir.Policy, stem: str) -> Diagnostic:
+    """The classifier's rules are map contents: the object drops every packet until
+    a loader fills them from the maps file and its data file."""
+    where = "/sys/fs/bpf/pfc-" + re.sub(r"[^A-Za-z0-9_-]", "_", stem)
+    return Diagnostic(
+        Severity.NOTE, f"the policy's {len(policy.rules):,} rules are classified: they are "
+        f"maps the loader fills from {stem}.maps.json and {stem}.maps.bin; loaded as it is, "
+        "the program drops every packet until the maps are filled",
+        policy.rules[0].span, code="maps-at-load",
+        hint=f"load it with `pfc load`, or by hand: bpftool prog loadall {stem}.o "
+        f"{where}/progs pinmaps {where}/maps; python3 -m pfc.backends.ebpf.maps "
+        f"{stem}.maps.json {where}/maps > fill.batch; bpftool batch file fill.batch "
+        "(docs/ebpf.md)")
 
 
 # BPF jumps are 16-bit signed instruction offsets. clang 14 (Debian 12) has no 32-bit

@@ -80,8 +80,41 @@ def map_record(s: SetMap) -> dict:
 
 def maps_file(sets: Iterable[SetMap]) -> bytes:
     """The maps file: one JSON object, one set per line of ``maps``."""
-    records = [json.dumps(map_record(s), separators=(",", ":")) for s in sets]
-    return (f'{{"format":"{FORMAT}","maps":[\n' + ",\n".join(records) + "\n]}\n").encode()
+    return records_file(map_record(s) for s in sets)
+
+
+def records_file(records: Iterable[dict]) -> bytes:
+    lines = [json.dumps(r, separators=(",", ":")) for r in records]
+    return (f'{{"format":"{FORMAT}","maps":[\n' + ",\n".join(lines) + "\n]}\n").encode()
+
+
+def data_records(maps, blob_name: str) -> tuple[list[dict], bytes]:
+    """Records of type ``data`` for maps given as bytes (the classifier's
+    ``tables.MapData``: name, kind, key_size, value_size, max_entries, values, keys)
+    and the binary file that holds them: ``values`` (and ``keys``, for an LPM trie;
+    for an array the keys are 0, 1, ...) are ``[offset, length]`` into ``file``."""
+    records, blob = [], bytearray()
+    for m in maps:
+        record = {"name": m.name, "type": "data", "map_type": m.kind,
+                  "key_size": m.key_size, "value_size": m.value_size,
+                  "max_entries": m.max_entries, "count": m.count, "file": blob_name}
+        for part in ("keys", "values"):
+            data = getattr(m, part)
+            record[part] = None if data is None else [len(blob), len(data)]
+            blob += data or b""
+        records.append(record)
+    return records, bytes(blob)
+
+
+def data_meta(maps) -> dict:
+    """``artifact.meta["maps"]`` of maps given as bytes (:func:`data_records`)."""
+    return {m.name: {"type": m.kind, "key_size": m.key_size, "value_size": m.value_size,
+                     "entries": m.max_entries} for m in maps}
+
+
+def data_bytes(maps) -> int:
+    """The bytes of map values of maps given as bytes (their memory, roughly)."""
+    return sum(m.max_entries * m.value_size for m in maps)
 
 
 def maps_meta(sets: Iterable[SetMap]) -> dict:
@@ -201,8 +234,24 @@ def bitmap_entries(prefixes: list[tuple[int, int]], capacity: int) -> tuple[byte
     return keys.tobytes(), b"".join(top.values()) + leaf
 
 
-def updates(record: dict) -> list[tuple[str, bytes, bytes]]:
-    """(map name, keys, values) that fill one set's inner map (concatenated entries)."""
+def _data_update(record: dict, blob: bytes | None) -> list[tuple[str, bytes, bytes]]:
+    if blob is None:
+        raise ValueError(f"map {record['name']}: its data file {record['file']} is missing")
+    off, size = record["values"]
+    values = blob[off:off + size]
+    if record["keys"] is None:
+        keys = array.array("I", range(record["count"])).tobytes()
+    else:
+        off, size = record["keys"]
+        keys = blob[off:off + size]
+    return [(record["name"], keys, values)]
+
+
+def updates(record: dict, blob: bytes | None = None) -> list[tuple[str, bytes, bytes]]:
+    """(map name, keys, values) that fill one set's inner map, or a ``data`` record's
+    map (concatenated entries); ``blob``: the data file of a ``data`` record."""
+    if record["type"] == "data":
+        return _data_update(record, blob)
     return [(record.get("inner", record["name"]), *entries(record, int_prefixes(record)))]
 
 
@@ -255,7 +304,7 @@ def _bits(n: int) -> list[int]:
 def fill(obj: bpf.Object, artifact: Artifact) -> None:
     """Put every entry of the artifact's maps file into the object's maps."""
     for record in maps_of(artifact):
-        for name, keys, values in updates(record):
+        for name, keys, values in updates(record, artifact.files.get(record.get("file", ""))):
             obj.maps[name].update_batch(keys, values)
 
 
@@ -285,7 +334,8 @@ def open_filled(artifact: Artifact, elf: bytes | None = None) -> bpf.Object:
     return obj
 
 
-def bpftool_batch(records: list[dict], pin_dir: str) -> str:
+def bpftool_batch(records: list[dict], pin_dir: str,
+                  blobs: dict[str, bytes] | None = None) -> str:
     """``bpftool batch file`` input that fills the maps of the sets ``records``
     (``maps_of``/``parse``) of an object loaded by hand with ``bpftool prog loadall OBJ
     PROGDIR pinmaps PIN_DIR`` (maps pinned by name; arrays start zeroed, so only
@@ -293,14 +343,19 @@ def bpftool_batch(records: list[dict], pin_dir: str) -> str:
     judging only with every set in place (an object with sets always has it)."""
     lines = []
     for record in records:
-        for name, keys, values in updates(record):
-            count = len(values) // (LEAF_SIZE if record["type"] != "lpm_trie" else 1)
+        blob = (blobs or {}).get(record.get("file", ""))
+        for name, keys, values in updates(record, blob):
+            count = _entries(record, keys, values)
             if count == 0:
                 continue
             ksize, vsize = len(keys) // count, len(values) // count
+            zeroed = record.get("map_type") == "array"  # arrays start zeroed
             for i in range(count):
+                raw = values[i * vsize:(i + 1) * vsize]
+                if zeroed and not any(raw):
+                    continue
                 key = " ".join(f"{b:02x}" for b in keys[i * ksize:(i + 1) * ksize])
-                value = " ".join(f"{b:02x}" for b in values[i * vsize:(i + 1) * vsize])
+                value = " ".join(f"{b:02x}" for b in raw)
                 lines.append(f"map update pinned {pin_dir}/{name} key hex {key} "
                              f"value hex {value}")
     if records:
@@ -309,9 +364,16 @@ def bpftool_batch(records: list[dict], pin_dir: str) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def _entries(record: dict, keys: bytes, values: bytes) -> int:
+    if record["type"] == "data":
+        return record["count"]
+    return len(values) // (LEAF_SIZE if record["type"] != "lpm_trie" else 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m pfc.backends.ebpf.maps STEM.HOOK.maps.json PIN_DIR``: the
     ``bpftool batch`` text on stdout."""
+    import os
     import sys
 
     args = sys.argv[1:] if argv is None else argv
@@ -320,7 +382,12 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     with open(args[0], "rb") as f:
-        sys.stdout.write(bpftool_batch(parse(f.read(), args[0]), args[1].rstrip("/")))
+        records = parse(f.read(), args[0])
+    blobs = {}
+    for name in {r["file"] for r in records if r["type"] == "data"}:
+        with open(os.path.join(os.path.dirname(args[0]), name), "rb") as f:
+            blobs[name] = f.read()
+    sys.stdout.write(bpftool_batch(records, args[1].rstrip("/"), blobs))
     return 0
 
 

@@ -326,6 +326,8 @@ def set_maps(artifact) -> list[dict]:
 
     out = []
     for r in ebpf_maps.maps_of(artifact):
+        if r["type"] == "data":  # the classifier's tables: part of the program
+            continue
         prefixes = ebpf_maps.int_prefixes(r)
         out.append({k: v for k, v in r.items() if k != "prefixes"}
                    | {"count": len(prefixes), "digest": prefix_digest(prefixes)})

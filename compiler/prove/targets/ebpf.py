@@ -137,6 +137,9 @@ def behaviour(artifact: Artifact, frame: Frame) -> Behaviour:
     from pfc.backends.ebpf.maps import object_bytes
     from pfc.prove.targets import ebpf_step
 
+    if "classifier" in artifact.meta:
+        raise Unsupported("the eBPF classifier of a large policy (rules as bit vectors in "
+                          "maps, bpf_loop) is not modelled; check it with `pfc verify`")
     program = parse_object(object_bytes(artifact), artifact.meta["program"])
     return ebpf_step.run(program, maps_of(artifact), artifact.hook, frame,
                        frozenset(r.index for r in artifact.policy.count_rules))

@@ -1,0 +1,123 @@
+"""When a policy is classified instead of tested rule by rule, and the plan the
+classifier's template (``templates/ebpf/classify.c.j2``) prints.
+
+A policy of at least :data:`MIN_RULES` rules (after the backend's passes) whose every
+rule the model can read (:mod:`.model`: protocol, family, ``proto``, addresses, ports,
+negated or not; any action, at most :data:`MAX_REDIRECTS` distinct redirect targets)
+is classified: the program's size no longer depends on the rule count, the rules live
+in maps filled at load time (:mod:`.tables`). Anything else keeps the linear program,
+whose size limit (``MAX_JUMP``) still applies.
+
+Actions, per counter slot in ``pfc_c_rules``: ``slot | action << 24`` with action 0
+drop, 1 pass, 2 count, 3 + k the k-th distinct redirect (``redirects``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from pfc.backends.ebpf import counters
+from pfc.backends.ebpf import plan as ebpf_plan
+from pfc.backends.ebpf.classify import model, tables
+from pfc.frontend import ir
+
+MIN_RULES = 128  # docs/ebpf.md "Large policies": the crossover measured (100-150)
+MAX_REDIRECTS = 64
+ACT_DROP, ACT_PASS, ACT_COUNT, ACT_REDIRECT = 0, 1, 2, 3
+ACT_SHIFT = 24
+MAX_SLOTS = 1 << ACT_SHIFT
+
+
+@dataclass
+class ClassifyPlan:
+    """What classify.c.j2 prints; the names the shared parts of the templates read
+    (hook, slots, need, l4_versions, features) mean what they mean in ProgramPlan."""
+
+    hook: str
+    default: str
+    slots: counters.Slots
+    need: int
+    l4_versions: frozenset[int]
+    features: frozenset[str]
+    tables: tables.Tables
+    redirects: list[ebpf_plan.RedirectPlan]
+    rules: int
+    build_s: float = 0.0
+    sets: tuple = ()
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def maps(self) -> list[tables.MapData]:
+        return self.tables.maps
+
+    @property
+    def fields(self) -> list[tables.FieldTables]:
+        return self.tables.fields
+
+    def field(self, name: str) -> tables.FieldTables | None:
+        return next((f for f in self.fields if f.name == name), None)
+
+
+def wanted(policy: ir.Policy, hook: str, minimum: int | None = None) -> bool:
+    """Whether ``policy`` is large enough to be classified (``minimum`` overrides
+    :data:`MIN_RULES`, for tests)."""
+    return len(policy.rules) >= (MIN_RULES if minimum is None else minimum)
+
+
+def _redirect_key(r: ebpf_plan.RedirectPlan) -> tuple:
+    return (r.version, r.words, r.port)
+
+
+def actions(policy: ir.Policy, slots: counters.Slots) -> tuple[list[int], list]:
+    """Per policy position ``slot | action << 24``, and the distinct redirects."""
+    redirects: dict[tuple, int] = {}
+    plans = []
+    out = []
+    for rule in policy.rules:
+        slot = slots.rules[rule.index]
+        if isinstance(rule.action, ir.Redirect):
+            r = ebpf_plan.redirect_plan(rule)
+            k = redirects.setdefault(_redirect_key(r), len(redirects))
+            if k == len(plans):
+                plans.append(r)
+            act = ACT_REDIRECT + k
+        else:
+            act = {"drop": ACT_DROP, "pass": ACT_PASS, "count": ACT_COUNT}[rule.action.name]
+        out.append(slot | act << ACT_SHIFT)
+    return out, plans
+
+
+def classify_plan(policy: ir.Policy, hook: str) -> ClassifyPlan | None:
+    """The classifier for ``policy``, or None when a rule cannot be classified."""
+    if len(policy.rules) >= MAX_SLOTS or policy.default_audit:
+        return None
+    if hook == "socket" and any(isinstance(r.action, ir.Redirect) for r in policy.rules):
+        raise ValueError("a socket filter cannot rewrite packets (`redirect`)")
+    t0 = time.perf_counter()
+    cs = model.conds(policy)
+    if cs is None:
+        return None
+    built = tables.build(cs)
+    if not built.fields:
+        return None  # no rule constrains any field: the linear program is a few tests
+    slots = counters.slots(policy, True)
+    per_rule, redirects = actions(policy, slots)
+    if len(redirects) > MAX_REDIRECTS:
+        return None
+    built.maps.append(tables.rule_table(built, per_rule))
+    names = {f.name for f in built.fields}
+    l4 = frozenset((4, 6)) if names & {"sport", "dport"} else frozenset()
+    l4 |= {r.version for r in redirects}
+    l2 = 18 if hook == "xdp" else 14
+    features = frozenset(["redirect"] if redirects else [])
+    plan = ClassifyPlan(hook, policy.default.value, slots, l2 + 60 + (18 if redirects else 4),
+                        l4, features, built, redirects, len(policy.rules))
+    plan.build_s = time.perf_counter() - t0
+    plan.stats = {"rules": len(policy.rules), "words": built.words, "summary_words": built.sums,
+                  "groups": [p.words * 64 for p in built.groups],
+                  "count_rules": sum(not c.terminal for c in cs),
+                  "classes": {f.name: f.classes for f in built.fields},
+                  "dense": built.dense, "map_bytes": tables.memory(built),
+                  "build_s": round(plan.build_s, 3)}
+    return plan
