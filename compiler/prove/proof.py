@@ -50,6 +50,7 @@ class Proof:
     confirmed: bool | None = None  # the artifact, run on the witness, differs
     note: str = ""
     seconds: float = 0.0
+    fell_back: str = ""  # why the bit-blasting tactic gave up (then z3's default solved)
 
     @property
     def status(self) -> str:
@@ -103,6 +104,7 @@ def prove(artifact: Artifact, policy: ir.Policy | None = None, *,
     check.add(views.constraint(kind, frame), differ(pol, art, frame))
     proof = Proof(artifact.target, artifact.hook, True, bound, kind)
     witness = _witness(check, frame)
+    proof.fell_back = check.fell_back
     if witness is not None:
         proof.equal, proof.witness = False, witness
         proof.wire = views.wire(kind, witness)
@@ -114,18 +116,27 @@ def prove(artifact: Artifact, policy: ir.Policy | None = None, *,
 
 
 def _witness(solver, frame: Frame) -> bytes | None:
-    for extra in (z3.ULE(frame.length, SHORT), None):
+    """A frame on which the two sides differ, or None (proved). Every frame first
+    (a proof is one query); on a difference, a short one (<= ``SHORT`` bytes) when
+    there is one, for a readable witness."""
+    found = _check(solver)
+    if found == z3.unsat:
+        return None
+    data = frame_bytes(solver.model(), frame)
+    if len(data) > SHORT:
         solver.push()
-        if extra is not None:
-            solver.add(extra)
-        found = solver.check()
-        data = frame_bytes(solver.model(), frame) if found == z3.sat else None
+        solver.add(z3.ULE(frame.length, SHORT))
+        if _check(solver) == z3.sat:
+            data = frame_bytes(solver.model(), frame)
         solver.pop()
-        if found == z3.unknown:
-            raise RuntimeError(f"the solver gave up: {solver.reason_unknown()}")
-        if data is not None:
-            return data
-    return None
+    return data
+
+
+def _check(solver) -> z3.CheckSatResult:
+    found = solver.check()
+    if found == z3.unknown:
+        raise RuntimeError(f"the solver gave up: {solver.reason_unknown()}")
+    return found
 
 
 def _describe(policy: ir.Policy, pol: formula.Meaning, art: Behaviour, frame: Frame,
