@@ -81,8 +81,14 @@ def _found(info, key: z3.BitVecRef) -> z3.BoolRef:
 
 
 def _lpm(addr: z3.BitVecRef, plen: z3.BitVecRef, nets) -> z3.BoolRef:
-    """Some prefix no longer than the key's length holds the address."""
+    """Some prefix no longer than the key's length holds the address. A constant
+    length (pfc's keys: the full address) gives one interval set, the form the
+    policy's own address lists take: the solver then meets the same terms."""
     full = addr.size()
+    known = z3.simplify(plen)
+    if z3.is_bv_value(known):
+        within = [n for n in nets if n.prefixlen <= known.as_long()]
+        return prefixes_hold(addr, within) if within else z3.BoolVal(False)
     by_length: dict[int, list] = {}
     for n in nets:
         by_length.setdefault(n.prefixlen, []).append(n)
