@@ -312,10 +312,12 @@ class _Solver:
         self.fast.pop()
         self.slow.pop()
 
-    def check(self) -> z3.CheckSatResult:
+    def check(self, timeout_ms: int = 0, fall_back: bool = True) -> z3.CheckSatResult:
+        """sat, unsat, or (only with a timeout or without ``fall_back``) unknown."""
         self.used = self.fast
+        self.fast.set("timeout", timeout_ms or 4294967295)
         found = self.fast.check()
-        if found == z3.unknown:
+        if found == z3.unknown and fall_back:
             self.fell_back = self.fast.reason_unknown()
             self.used = self.slow
             found = self.slow.check()
