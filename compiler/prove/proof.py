@@ -192,15 +192,13 @@ def run_witness(artifact: Artifact, policy: ir.Policy, wire: bytes) -> tuple[boo
     if backend.run is None:
         return None, f"target `{artifact.target}` has no runner"
     judged = replace_policy(artifact, policy) if policy is not artifact.policy else artifact
-    from pfc.kernel.bpf import BpfError
     try:
         report = compare(judged, backend, [wire])
     except KernelUnavailable as exc:
         return None, f"not run: {exc}"
-    except BpfError as exc:
-        return None, "not run: the kernel refuses to load the artifact: " + str(
-            exc).splitlines()[0]
     except (RuntimeError, AssertionError, OSError) as exc:
+        if refused(exc):
+            return None, f"not run: {REFUSED}: " + str(exc).splitlines()[0]
         return True, f"the artifact misbehaves on the witness: {exc}"
     if report.seen == 0:
         return None, "the hook's runner does not show it this frame"
@@ -208,6 +206,33 @@ def run_witness(artifact: Artifact, policy: ir.Policy, wire: bytes) -> tuple[boo
         return True, replace(report, mismatches=report.mismatches[:1]).summary()
     return False, ("the artifact, run on the witness, agrees with the policy: the model "
                    "of the target is wrong (a pfc bug, please report it)")
+
+
+REFUSED = "the kernel refuses to load the artifact"
+
+
+def refused(exc: BaseException) -> bool:
+    """``exc`` is the kernel (or its loader) refusing the artifact, not the artifact
+    misbehaving once loaded: the eBPF verifier or libbpf, ``SO_ATTACH_FILTER``, nft,
+    ``iptables-restore`` and ``ipset restore`` (the iptables runner's failed tool)."""
+    from pfc.backends.cbpf.run import KernelRejected
+    from pfc.backends.nft.run import NftError
+    from pfc.kernel.bpf import BpfError
+    if isinstance(exc, BpfError | KernelRejected | NftError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and text.startswith("`") and (
+        "restore" in text.split("`")[1]) and "failed" in text
+
+
+def loads(artifact: Artifact, frame: bytes) -> bool:
+    """The kernel takes the artifact (its runner loads it and runs it on ``frame``)."""
+    from pfc.verifier.equiv import compare
+    try:
+        compare(artifact, backends.get(artifact.target), [frame])
+    except (RuntimeError, AssertionError, OSError) as exc:
+        return not refused(exc)
+    return True
 
 
 def replace_policy(artifact: Artifact, policy: ir.Policy) -> Artifact:
