@@ -89,8 +89,8 @@ def judge(m: Mutant, policy) -> Judged:
 
 def disagreement(artifact: Artifact, policy, n: int = 200) -> str | None:
     """Where ``artifact``, run in the kernel on ``n`` generated frames, disagrees with
-    the interpreter in what the prover proves (verdicts, rewritten bytes, the counters
-    of `count` rules), or None. The counters every rule and the default carry for
+    the interpreter in what the prover proves (verdicts, rewritten bytes, the packet
+    counters of `count` rules), or None. The counters every rule and the default carry for
     `pfc status` (per-CPU slots, nft/iptables rule counters) are not proved
     (docs/prove.md): a mutant that only moves those is proved equal, rightly."""
     from pfc import backends
@@ -106,10 +106,10 @@ def disagreement(artifact: Artifact, policy, n: int = 200) -> str | None:
         if "rules in" not in str(exc):
             raise
         return None  # the runner cannot read per-rule counters of an edited rule layout
-    counted = {r.index for r in policy.count_rules}
-    want = {k: v for k, v in (report.counters_expected or {}).items() if k in counted}
-    got = want if report.counters_got is None else {  # None: the target has no counters
-        k: v for k, v in report.counters_got.items() if k in counted}
+    counted = {r.index for r in policy.count_rules}  # packets: eBPF byte counters are
+    want = {k: v[0] for k, v in (report.counters_expected or {}).items() if k in counted}
+    got = want if report.counters_got is None else {  # not proved (None: no counters)
+        k: v[0] for k, v in report.counters_got.items() if k in counted}
     if report.mismatches or want != got:
         return report.summary()
     return None
