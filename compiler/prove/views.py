@@ -103,8 +103,13 @@ def _checksum_verifies(f: Frame, ihl: z3.BitVecRef) -> z3.BoolRef:
             continue
         word = u32(f.u16(14 + 2 * i))
         others = others + z3.If(z3.ULT(bv(2 * i), ihl), word, bv(0))
+    return checksum_word_ok(others, u32(f.u16(24)))
+
+
+def checksum_word_ok(others: z3.BitVecRef, c: z3.BitVecRef) -> z3.BoolRef:
+    """``fold(others + c) == 0xffff`` for ``others`` in 1..29 * 0xffff and a 16-bit
+    ``c`` (both 32 bits wide), solved for ``c`` (tests/prove: the identity, proved)."""
     folded = fold(others)
-    c = u32(f.u16(24))
     return z3.Or(c == MASK16 - folded, z3.And(folded == MASK16, c == MASK16))
 
 
