@@ -80,6 +80,10 @@ def judge(m: Mutant, policy) -> Judged:
         if not proof.loads(m.artifact, views.repair("ip", PROBE)):
             return Judged(m, "kernel refuses", str(exc))
         return Judged(m, "models refuse", str(exc))
+    except (RuntimeError, OSError) as exc:  # nft's model reads the ruleset back from
+        if proof.refused(exc):              # the kernel: nft refuses to load it
+            return Judged(m, "kernel refuses", str(exc).splitlines()[0])
+        raise
     if result.equal:
         return Judged(m, "proved")
     if proof.REFUSED in result.note:
