@@ -31,6 +31,7 @@ from pfc.prove.frame import (
     concrete,
     frame_bytes,
     frames_differ,
+    reads_pushed,
     solver,
 )
 
@@ -123,6 +124,7 @@ def _search(kind: str, frame: Frame, differs: z3.BoolRef) -> tuple[bytes | None,
     whose header sums to 0xffff slowly: 5-130 s for an iptables mutant's witness on a
     loaded machine, against 0.1-1 s with the checksum set afterwards."""
     check = solver()
+    differs = reads_pushed(differs)
     check.add(views.constraint(kind, frame, checksum=not views.checked(kind)), differs)
     witness = _witness(check, frame)
     if witness is not None and views.checked(kind):
