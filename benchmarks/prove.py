@@ -11,14 +11,18 @@ naive z3 encoding measured in the same run.
   z3's default solver (arrays kept, no Ackermann reduction), each capped at
   ``--naive-cap``. The kernel confirmation of witnesses is off (``confirm=False``):
   pfc's own artifacts have none.
-- ``--mutants N``: N mutants per target of ddos-drop-tcp-subnet-payload.pf (the
-  mutation test's example):
-  how many the prover says differ (each confirmed by running it in the kernel), how
-  many it proves equal, how many are not programs the kernel takes.
+- ``--mutants N``: N mutants per target (``MUTATED``: shared out between
+  edge-drop and ddos-drop-tcp-subnet-flags for classic BPF and eBPF, web-server for
+  nft and iptables; the suite's mutation test uses a third example), each judged by
+  ``pfc.prove.mutate.judge``: differs (confirmed by running it in the kernel), proved
+  equal (then run on 200 generated frames too), the kernel refuses to load it, the
+  models refuse a program the kernel takes (listed), unconfirmed (a pfc bug).
 
     sudo .venv/bin/python benchmarks/prove.py [--sizes 1000,10000] [--mutants 100]
+        [--mutant-targets cbpf,...] [--skip-diff] [--skip-prove]
 
-Results go to benchmarks/results/prove.json. Nothing is asserted.
+Results go to benchmarks/results/prove.json (sections not run are kept from the
+last run, each with its load averages). Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -120,7 +124,8 @@ def bench_prove(cap: float) -> dict:
             row = {"example": path.stem, "target": target, "hook": built.hook}
             try:
                 result = proof.prove(built, compiled.require(), confirm=False)
-                row |= {"status": result.status, "seconds": round(result.seconds, 3)}
+                row |= {"status": result.status, "seconds": round(result.seconds, 3),
+                        "fell_back": result.fell_back or None}
                 total += result.seconds
             except Exception as exc:  # a model gap: reported, not hidden
                 row |= {"status": f"error: {exc}", "seconds": None}
@@ -149,41 +154,57 @@ def _naive_prove(artifact, policy, cap: float) -> float | str | None:
     return f">{cap:g}" if found == z3.unknown else round(time.perf_counter() - start, 3)
 
 
-def bench_mutants(n: int) -> list[dict]:
-    from pfc.build import build_artifact
-    from pfc.frontend.pipeline import compile_path
-    from pfc.prove import mutate, proof
-    from pfc.prove.targets.cbpf import Unsupported
-    from tests.prove.test_prove import _lab
+# the mutation run's examples per target: the mutants are shared out among them (the
+# web-server's eBPF programs take 5-30 s a proof on a loaded machine: two medium
+# examples give the eBPF targets and classic BPF 100 distinct mutants sooner)
+SMALL = ("edge-drop", "ddos-drop-tcp-subnet-flags")
+MUTATED = {"cbpf": SMALL, "xdp": SMALL, "tc": SMALL, "socket": SMALL,
+           "nft": ("web-server",), "iptables": ("web-server",)}
+
+
+def bench_mutants(n: int, targets: list[str]) -> list[dict]:
+    from pfc.prove import mutate
 
     out = []
-    for target in ("cbpf", "xdp", "tc", "socket", "nft", "iptables"):
-        example = "ddos-drop-tcp-subnet-payload"  # as tests/prove/test_prove.py
-        compiled = compile_path(ROOT / "examples" / f"{example}.pf")
-        built, _ = build_artifact(compiled, target, **({"dev": "dut"} if target == "nft"
-                                                      else {}))
-        counts = {"differs": 0, "proved": 0, "refused": 0, "unconfirmed": 0, "error": 0}
-        start = time.perf_counter()
-        with _lab(target):
-            for m in mutate.mutants(compiled, built, n, seed=1):
-                try:
-                    result = proof.prove(m.artifact, compiled.require())
-                except Unsupported:
-                    counts["refused"] += 1
-                    continue
-                except Exception:
-                    counts["error"] += 1
-                    continue
-                if not result.equal and "refuses to load" in result.note:
-                    key = "refused"  # the verifier rejects it: no program to run
-                else:
-                    key = "proved" if result.equal else (
-                        "differs" if result.confirmed else "unconfirmed")
-                counts[key] += 1
-        out.append({"target": target, "example": example, "mutants": n, **counts,
-                    "seconds": round(time.perf_counter() - start, 1)})
+    for target in targets:
+        examples = MUTATED[target]
+        counts = {k: 0 for k in (*mutate.OUTCOMES, "error", "proved, disagrees on a sample")}
+        notes: dict[str, list[str]] = {"models refuse": [], "unconfirmed": [], "error": [],
+                                       "proved, disagrees on a sample": []}
+        start, total = time.perf_counter(), 0
+        with mutate.lab(target):
+            for i, example in enumerate(examples):
+                share = n // len(examples) + (n % len(examples) if i == 0 else 0)
+                total += _judge_mutants(target, example, share, counts, notes)
+        out.append({"target": target, "examples": list(examples), "mutants": total,
+                    **counts, "seconds": round(time.perf_counter() - start, 1),
+                    "notes": {k: v for k, v in notes.items() if v}})
         print(f"  {out[-1]}", file=sys.stderr)
     return out
+
+
+def _judge_mutants(target: str, example: str, n: int, counts: dict, notes: dict) -> int:
+    from pfc.build import build_artifact
+    from pfc.frontend.pipeline import compile_path
+    from pfc.prove import mutate
+
+    compiled = compile_path(ROOT / "examples" / f"{example}.pf")
+    policy = compiled.require()
+    built, _ = build_artifact(compiled, target, **({"dev": "dut"} if target == "nft" else {}))
+    pool = mutate.mutants(compiled, built, n, seed=1)
+    for m in pool:
+        try:
+            judged = mutate.judge(m, policy)
+            outcome, note = judged.outcome, judged.note
+            if outcome == "proved" and mutate.disagreement(m.artifact, policy):
+                outcome = "proved, disagrees on a sample"
+        except Exception as exc:  # a model gap: reported, not hidden
+            outcome, note = "error", f"{type(exc).__name__}: {exc}"
+        counts[outcome] += 1
+        if outcome in notes:
+            notes[outcome].append(f"{example}: {m.what}: "
+                                  f"{note.splitlines()[0] if note else ''}")
+    return len(pool)
 
 
 def _load() -> list[float]:
@@ -196,20 +217,33 @@ def main() -> int:
     p.add_argument("--sizes", default="1000,10000")
     p.add_argument("--naive-cap", type=float, default=120.0)
     p.add_argument("--mutants", type=int, default=0)
+    p.add_argument("--mutant-targets", default=",".join(MUTATED))
+    p.add_argument("--skip-diff", action="store_true")
     p.add_argument("--skip-prove", action="store_true")
     p.add_argument("--output", type=Path, default=RESULTS)
     args = p.parse_args()
-    report: dict = {"z3": z3.get_version_string(), "load_average": _load()}
-    report["diff"] = [bench_diff(int(n), args.naive_cap) for n in args.sizes.split(",")]
-    for row in report["diff"]:
-        print(f"diff {row['rules']} rules: {row['seconds']} s (budget {row['budget']} s), "
-              f"naive z3 {row['naive_seconds']} s; {row['regions']}")
+    # sections not run this time are kept from the last results (each has its loads)
+    report: dict = json.loads(args.output.read_text()) if args.output.exists() else {}
+    report |= {"z3": z3.get_version_string(), "load_average": _load()}
+    if not args.skip_diff:
+        report["diff"] = [bench_diff(int(n), args.naive_cap) for n in args.sizes.split(",")]
+        report["diff_load_average"] = _load()
+        for row in report["diff"]:
+            print(f"diff {row['rules']} rules: {row['seconds']} s (budget {row['budget']} s), "
+                  f"naive z3 {row['naive_seconds']} s; {row['regions']}")
     if not args.skip_prove:
+        before = _load()
         report["prove"] = bench_prove(args.naive_cap)
+        report["prove"]["load_average"] = [before, _load()]
         print(f"prove, every example on every target: {report['prove']['total_seconds']} s "
               f"(budget {PROVE_BUDGET} s)")
     if args.mutants:
-        report["mutants"] = bench_mutants(args.mutants)
+        before = _load()
+        rows = bench_mutants(args.mutants, args.mutant_targets.split(","))
+        kept = [r for r in report.get("mutants", []) if r["target"] not in
+                {row["target"] for row in rows} and r.get("examples") == list(MUTATED[r["target"]])]
+        report["mutants"] = sorted(kept + rows, key=lambda r: list(MUTATED).index(r["target"]))
+        report["mutants_load_average"] = [before, _load()]
     report["load_average_after"] = _load()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2) + "\n")

@@ -9,6 +9,7 @@ constant nothing can reach), which is what the prover must then say.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 from collections.abc import Iterator
@@ -43,6 +44,94 @@ def mutants(compiled: Compiled, artifact: Artifact, n: int, seed: int = 0) -> li
         if mutant is not None:
             out.append(Mutant(what, mutant))
     return out
+
+
+# ----------------------------------------------------------------------- judging
+
+OUTCOMES = ("differs", "proved", "kernel refuses", "models refuse", "unconfirmed")
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What became of one mutant: ``outcome`` one of ``OUTCOMES``: the prover says it
+    differs and the kernel, running it on the witness, confirms; the prover proves it
+    equal; the kernel (or its loader) refuses to load it, so it is no program; the
+    models cannot read a program the kernel takes (a gap, ``note`` says which); the
+    prover says it differs and the kernel does not confirm (a pfc bug)."""
+
+    mutant: Mutant
+    outcome: str
+    note: str = ""
+
+
+# an IPv4 UDP datagram, header checksum verifying: a frame every hook sees
+PROBE = bytes.fromhex("02000000000102000000000208004500001c00010000401100000a0000010a"
+                      "00000204d2003500080000")
+
+
+def judge(m: Mutant, policy) -> Judged:
+    """Prove ``m`` against ``policy``; run it in the kernel where that decides
+    (inside :func:`lab`)."""
+    from pfc.prove import proof, views
+    from pfc.prove.targets.cbpf import Unsupported
+    try:
+        result = proof.prove(m.artifact, policy)
+    except Unsupported as exc:
+        if not proof.loads(m.artifact, views.repair("ip", PROBE)):
+            return Judged(m, "kernel refuses", str(exc))
+        return Judged(m, "models refuse", str(exc))
+    except (RuntimeError, OSError) as exc:  # nft's model reads the ruleset back from
+        if proof.refused(exc):              # the kernel: nft refuses to load it
+            return Judged(m, "kernel refuses", str(exc).splitlines()[0])
+        raise
+    if result.equal:
+        return Judged(m, "proved")
+    if proof.REFUSED in result.note:
+        return Judged(m, "kernel refuses", result.note)
+    return Judged(m, "differs" if result.confirmed else "unconfirmed", result.note)
+
+
+def disagreement(artifact: Artifact, policy, n: int = 200) -> str | None:
+    """Where ``artifact``, run in the kernel on ``n`` generated frames, disagrees with
+    the interpreter in what the prover proves (verdicts, rewritten bytes, the packet
+    counters of `count` rules), or None. The counters every rule and the default carry for
+    `pfc status` (per-CPU slots, nft/iptables rule counters) are not proved
+    (docs/prove.md): a mutant that only moves those is proved equal, rightly."""
+    from pfc import backends
+    from pfc.kernel.bpf import BpfError
+    from pfc.oracle import gen
+    from pfc.verifier.equiv import compare
+
+    try:
+        report = compare(artifact, backends.get(artifact.target), gen.sample(policy, n, seed=5))
+    except BpfError:
+        return None  # the same meaning, but not a program the verifier takes (a check removed)
+    except RuntimeError as exc:
+        if "rules in" not in str(exc):
+            raise
+        return None  # the runner cannot read per-rule counters of an edited rule layout
+    counted = {r.index for r in policy.count_rules}  # packets: eBPF byte counters are
+    want = {k: v[0] for k, v in (report.counters_expected or {}).items() if k in counted}
+    got = want if report.counters_got is None else {  # not proved (None: no counters)
+        k: v[0] for k, v in report.counters_got.items() if k in counted}
+    if report.mismatches or want != got:
+        return report.summary()
+    return None
+
+
+@contextlib.contextmanager
+def lab(target: str):
+    """One throw-away namespace for every mutant's kernel runs (nft, iptables)."""
+    if target == "nft":
+        from pfc.backends.nft import run as nftrun
+        with nftrun.session():
+            yield
+    elif target == "iptables":
+        from pfc.backends.iptables import run as iptrun
+        with iptrun.session():
+            yield
+    else:
+        yield
 
 
 def _removals(compiled: Compiled, artifact: Artifact) -> Iterator:

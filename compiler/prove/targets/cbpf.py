@@ -39,6 +39,61 @@ class Unsupported(ValueError):
     """A program the model cannot judge (an ancillary load, a bad jump)."""
 
 
+class Invalid(Unsupported):
+    """A program the kernel refuses too (``bpf_check_classic``, the eBPF verifier):
+    there is nothing to prove; the mutation run checks the kernel's refusal."""
+
+
+# net/core/filter.c ``codes[]``: every opcode ``bpf_check_classic`` takes
+VALID = {0x04, 0x0C, 0x14, 0x1C, 0x24, 0x2C, 0x34, 0x3C, 0x94, 0x9C, 0x54, 0x5C, 0x44,
+         0x4C, 0xA4, 0xAC, 0x64, 0x6C, 0x74, 0x7C, 0x84, 0x20, 0x28, 0x30, 0x80, 0x40,
+         0x48, 0x50, 0x00, 0x60, 0x81, 0xB1, 0x01, 0x61, 0x02, 0x03, 0x07, 0x87, 0x06,
+         0x16, 0x05, 0x15, 0x1D, 0x35, 0x3D, 0x25, 0x2D, 0x45, 0x4D}
+MEMWORDS = 16
+
+
+def check_classic(insns: list[Insn]) -> None:
+    """Raise :class:`Invalid` where ``bpf_check_classic`` refuses the program: an
+    opcode outside its table, a division by constant 0, a shift by 32 or more, a
+    scratch slot out of range or read before every path wrote it, a jump out of the
+    program, a last instruction that is not a return."""
+    n = len(insns)
+    if not 0 < n <= 4096:
+        raise Invalid(f"a program of {n} instructions")
+    written: list[int | None] = [None] * n  # slots written on every path to each insn
+    written[0] = 0
+    for pc, (code, jt, jf, k) in enumerate(insns):
+        if code not in VALID:
+            raise Invalid(f"opcode {code:#x} at {pc}: the kernel refuses it")
+        if code in (0x34, 0x94) and k == 0 or code in (0x64, 0x74) and k >= 32:
+            raise Invalid(f"instruction {pc}: division by 0 or shift by {k}")
+        if code in (0x60, 0x61, 0x02, 0x03) and k >= MEMWORDS:
+            raise Invalid(f"instruction {pc}: scratch slot {k}")
+        mask = written[pc]
+        if mask is None:
+            continue  # unreachable: the kernel checks nothing more here
+        if code in (0x60, 0x61) and not mask >> k & 1:
+            raise Invalid(f"instruction {pc} reads scratch slot {k} before it is written")
+        if code in (0x02, 0x03):
+            mask |= 1 << k
+        for target in _targets(pc, code, jt, jf, k):
+            if not pc < target < n:
+                raise Invalid(f"instruction {pc} jumps to {target}, outside the program")
+            written[target] = mask if written[target] is None else written[target] & mask
+    if insns[-1][0] not in (0x06, 0x16):
+        raise Invalid("the last instruction is not a return")
+
+
+def _targets(pc: int, code: int, jt: int, jf: int, k: int) -> tuple[int, ...]:
+    if code & 0x07 == 0x06:
+        return ()
+    if code == 0x05:
+        return (pc + 1 + k,)
+    if code & 0x07 == 0x05:
+        return (pc + 1 + jt, pc + 1 + jf)
+    return (pc + 1,)
+
+
 @dataclass(frozen=True)
 class State:
     cond: z3.BoolRef
@@ -76,6 +131,7 @@ def passes(insns: list[Insn], frame: Frame, network: int = NETWORK_HEADER,
     """The frame is kept (the program returns non-zero). ``network``: where the
     network header lies (``SKF_NET_OFF`` loads): 14 on a packet socket, 0 for
     ``-m bpf`` at an IP hook."""
+    check_classic(insns)
     n = len(insns)
     incoming: list[list[State]] = [[] for _ in range(n)]
     zero = bv(0)

@@ -22,7 +22,7 @@ import z3
 from pfc.prove.formula import prefixes_hold
 from pfc.prove.rewrite import csum_add, csum_fold
 from pfc.prove.targets.cbpf import Unsupported
-from pfc.prove.targets.ebpf_vm import Machine, State, s64, scalar
+from pfc.prove.targets.ebpf_vm import Machine, State, s64, scalar, unusable
 
 EFAULT = -14
 BAD = ("bad",)
@@ -47,6 +47,14 @@ def _const(value, what: str) -> int:
     if not z3.is_bv_value(k):
         raise Unsupported(f"{what} is not a constant")
     return k.as_long()
+
+
+def _number(s: State, reg: int, what: str) -> z3.BitVecRef:
+    """Argument register ``reg`` as a number (the verifier takes only that there)."""
+    value = s.reg(reg)
+    if value[0] != "s":
+        raise unusable(value[0], f"{what} is a {value[0]} value, not a number")
+    return value[1]
 
 
 def _stack_bytes(s: State, ptr, n: int) -> z3.BitVecRef:
@@ -84,8 +92,14 @@ def _found(info, key: z3.BitVecRef) -> z3.BoolRef:
 
 
 def _lpm(addr: z3.BitVecRef, plen: z3.BitVecRef, nets) -> z3.BoolRef:
-    """Some prefix no longer than the key's length holds the address."""
+    """Some prefix no longer than the key's length holds the address. A constant
+    length (pfc's keys: the full address) gives one interval set, the form the
+    policy's own address lists take: the solver then meets the same terms."""
     full = addr.size()
+    known = z3.simplify(plen)
+    if z3.is_bv_value(known):
+        within = [n for n in nets if n.prefixlen <= known.as_long()]
+        return prefixes_hold(addr, within) if within else z3.BoolVal(False)
     by_length: dict[int, list] = {}
     for n in nets:
         by_length.setdefault(n.prefixlen, []).append(n)
@@ -126,7 +140,7 @@ def _load_bytes(vm: Machine, s: State):
 
 def _store_bytes(vm: Machine, s: State):
     n = _const(s.reg(4), "the length of bpf_skb_store_bytes")
-    start = z3.Extract(31, 0, s.reg(2)[1])
+    start = z3.Extract(31, 0, _number(s, 2, "the offset of bpf_skb_store_bytes"))
     ok = z3.And(z3.ULE(start, 0x7FFFFFFF), vm.frame.has(start, n))
     value = _stack_bytes(s, s.reg(3), n)
     data = s.data
@@ -147,14 +161,14 @@ def _put16(data: z3.ArrayRef, at: z3.BitVecRef, value: z3.BitVecRef) -> z3.Array
 
 
 def _csum_replace(vm: Machine, s: State, l4: bool):
-    off = z3.Extract(31, 0, s.reg(2)[1])
+    off = z3.Extract(31, 0, _number(s, 2, "a checksum helper's offset"))
     flags = s.reg(5)
     if flags[0] != "s":
         raise Unsupported("checksum helper flags is not a number")
     size = _const(("s", flags[1] & 0xF), "checksum helper size")
     # BPF_F_MARK_MANGLED_0 may depend on the frame (tc's `zero = pr == 17 ? ... : 0`)
     mangled = z3.simplify(flags[1] & 0x20 != 0)
-    fr, to = s.reg(3)[1], s.reg(4)[1]
+    fr, to = _number(s, 3, "a checksum helper's from"), _number(s, 4, "its to")
     ok = z3.And(z3.ULE(off, 0xFFFF), off & 1 == 0, vm.frame.has(off, 2))
     old = _sum16_at(s, off)
     if size == 0:

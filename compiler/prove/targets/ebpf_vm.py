@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import z3
 
 from pfc.prove.frame import Behaviour, Frame
-from pfc.prove.targets.cbpf import Unsupported
+from pfc.prove.targets.cbpf import Invalid, Unsupported
 
 BV64 = z3.BitVecSort(64)
 TRUE = z3.BoolVal(True)
@@ -84,20 +84,36 @@ def _pick(conds: list[z3.BoolRef], values: list):
 
 
 def _merge_values(conds: list[z3.BoolRef], values: list[Value]) -> Value:
+    """One value for a register (or spill slot) where paths meet. A path on which it
+    is unset (``bad``) is left out: the program is one the verifier took (else there
+    is nothing to prove), so no path it reads the register on has it unset (a jump
+    target moved by one: the verifier, tracking constants, knows the path is dead)."""
+    kept = [(c, v) for c, v in zip(conds, values, strict=True) if v[0] != "bad"]
+    if not kept:
+        return ("bad",)
+    conds, values = [c for c, _ in kept], [v for _, v in kept]
     kinds = {v[0] for v in values}
     if len(kinds) != 1:
-        return ("bad",)
+        return ("mixed",)
     kind = values[0][0]
     if kind in ("s", "pkt"):
         return (kind, _pick(conds, [v[1] for v in values]))
     if kind == "val":
         if len({(v[1], v[3]) for v in values}) != 1:
-            return ("bad",)
+            return ("mixed",)
         return ("val", values[0][1], _pick(conds, [v[2] for v in values]), values[0][3],
                 _pick(conds, [v[4] for v in values]))
     if len(set(values)) == 1:
         return values[0]
-    return ("bad",)
+    return ("mixed",)
+
+
+def unusable(kind: str, what: str) -> Unsupported:
+    """The error for a value of ``kind`` used where it cannot be: a register no path
+    set (``bad``: unset, or clobbered by a call) is one the verifier refuses to read."""
+    if kind == "bad":
+        return Invalid(what + " (a register never set there: the verifier refuses it)")
+    return Unsupported(what)
 
 
 def merge(states: list[State]) -> State:
@@ -144,7 +160,7 @@ class Machine:
             state = merge(incoming[pc])
             for target, nxt in self.step(self, pc, insns[pc], state):
                 if not 0 <= target < n:
-                    raise Unsupported(f"instruction {pc} jumps outside the program")
+                    raise Invalid(f"instruction {pc} jumps outside the program")
                 incoming[target].append(nxt)
         return self.result
 
@@ -175,7 +191,7 @@ class Machine:
         if kind == "ro":
             raw = self.program.rodata[base[1]][base[2] + off:base[2] + off + size]
             return s64(int.from_bytes(raw.ljust(size, b"\0"), "little"))
-        raise Unsupported(f"a load through a {kind} value")
+        raise unusable(kind, f"a load through a {kind} value")
 
     def store(self, s: State, base: Value, off: int, size: int, value: z3.BitVecRef) -> State:
         value = z3.Extract(8 * size - 1, 0, value)
@@ -195,7 +211,7 @@ class Machine:
         if kind == "val":
             self.map_store(s, base, off)
             return s
-        raise Unsupported(f"a store through a {kind} value")
+        raise unusable(kind, f"a store through a {kind} value")
 
     def value_bytes(self, base: Value, off: int, size: int) -> z3.BitVecRef:
         """``size`` bytes at ``off`` into the value a lookup found (little-endian as a
