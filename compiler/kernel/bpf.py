@@ -27,6 +27,7 @@ import ctypes.util
 import errno
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
@@ -158,6 +159,22 @@ def lib() -> ctypes.CDLL:
         fn.restype, fn.argtypes = restype, argtypes
     so.libbpf_set_print(_print)
     return so
+
+
+def typed(signatures: dict[str, tuple]) -> Callable[[], ctypes.CDLL]:
+    """A ``lib()`` for a module with libbpf functions of its own: :func:`lib` with
+    ``signatures`` (name: (restype, argtypes)) set on first use."""
+    done: list[bool] = []
+
+    def get() -> ctypes.CDLL:
+        so = lib()
+        if not done:
+            for name, (restype, argtypes) in signatures.items():
+                fn = getattr(so, name)
+                fn.restype, fn.argtypes = restype, argtypes
+            done.append(True)
+        return so
+    return get
 
 
 class _Capture:

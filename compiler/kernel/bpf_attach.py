@@ -96,19 +96,7 @@ _SIGNATURES = {
     "bpf_map_get_fd_by_id": (ctypes.c_int, [ctypes.c_uint32]),
     "bpf_map_lookup_elem": (ctypes.c_int, [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]),
 }
-_ready = False
-
-
-def lib() -> ctypes.CDLL:
-    """:func:`pfc.kernel.bpf.lib` with the attach functions' types set too."""
-    global _ready
-    so = bpf.lib()
-    if not _ready:
-        for name, (restype, argtypes) in _SIGNATURES.items():
-            fn = getattr(so, name)
-            fn.restype, fn.argtypes = restype, argtypes
-        _ready = True
-    return so
+lib = bpf.typed(_SIGNATURES)
 
 
 def _call(what: str, fn, *args) -> int:

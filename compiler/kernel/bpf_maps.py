@@ -48,18 +48,7 @@ _SIGNATURES = {
                                               _P(ctypes.c_uint32)]),
     "bpf_map_get_fd_by_id": (ctypes.c_int, [ctypes.c_uint32]),
 }
-_ready = False
-
-
-def lib() -> ctypes.CDLL:
-    global _ready
-    so = bpf.lib()
-    if not _ready:
-        for name, (restype, argtypes) in _SIGNATURES.items():
-            fn = getattr(so, name)
-            fn.restype, fn.argtypes = restype, argtypes
-        _ready = True
-    return so
+lib = bpf.typed(_SIGNATURES)
 
 
 def _call(what: str, ret_of, *args) -> int:

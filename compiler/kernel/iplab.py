@@ -19,21 +19,19 @@ Nothing in the lab may enable conntrack: with conntrack on, nf_defrag_ipv4 (prio
 
 from __future__ import annotations
 
-import os
 import socket
 import struct
 
 from pyroute2 import IPRoute
 
 from pfc.frontend import ir
-from pfc.kernel import netns
+from pfc.kernel import netns, nflog
 from pfc.kernel.observation import Observation
 from pfc.oracle import framebuild as fb
 from pfc.oracle import packets
 
 MARK_MAC = bytes.fromhex("027066630001")  # source MAC of batch markers
 SEND_MAC = bytes.fromhex("027066630002")  # source MAC of injected frames
-QTHRESH = 1  # one datagram per packet: no flush timer to wait for
 MAX_MTU = 65535
 SYSCTLS = {"ipv4/ip_forward": "0", "ipv4/conf/all/rp_filter": "0",
            "ipv4/conf/default/rp_filter": "0", "ipv4/conf/all/accept_local": "1",
@@ -97,68 +95,19 @@ def mac_text(mac: bytes) -> str:
 
 # ------------------------------------------------------------------------ NFLOG
 
-def _attr(kind: int, payload: bytes) -> bytes:
-    size = 4 + len(payload)
-    return struct.pack("=HH", size, kind) + payload + bytes(-size % 4)
-
-
-def _attrs(data: bytes) -> dict[int, bytes]:
-    out, off = {}, 0
-    while off + 4 <= len(data):
-        size, kind = struct.unpack_from("=HH", data, off)
-        if size < 4:
-            break
-        out[kind & 0x7FFF] = data[off + 4:off + size]
-        off += (size + 3) & ~3
-    return out
-
-
-class Nflog:
+class Nflog(nflog.Listener):
     """An nfnetlink_log (NFLOG) listener on one group, in the current namespace.
 
     Each message carries the log prefix and the packet from ``skb->data`` on: the IP
     header at the IP hooks, and at netdev ingress too (the Ethernet header was pulled).
     Messages of one group arrive in the order the packets were processed."""
 
-    SUBSYS = 4  # NFNL_SUBSYS_ULOG
-
     def __init__(self, group: int):
-        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12)  # NETFILTER
-        self.sock.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)  # SO_RCVBUFFORCE
-        self.sock.bind((0, 0))
-        self.seq = 0
-        self._config(group, _attr(1, b"\x01"))  # NFULNL_CFG_CMD_BIND
-        self._config(group, _attr(2, struct.pack("!IBx", 0xFFFF, 2)))  # COPY_PACKET
-        self._config(group, _attr(5, struct.pack("!I", QTHRESH)))  # NFULA_CFG_QTHRESH
-        self._config(group, _attr(4, struct.pack("!I", 1)))  # flush after 10 ms
-        self._config(group, _attr(3, struct.pack("!I", 1 << 17)))  # NFULA_CFG_NLBUFSIZ
-
-    def _config(self, group: int, attrs: bytes) -> None:
-        self.seq += 1
-        body = struct.pack("!BBH", socket.AF_UNSPEC, 0, group) + attrs
-        header = struct.pack("=IHHII", 16 + len(body), self.SUBSYS << 8 | 1, 1 | 4,
-                             self.seq, 0)  # NFULNL_MSG_CONFIG, NLM_F_REQUEST | NLM_F_ACK
-        self.sock.send(header + body)
-        reply = self.sock.recv(65536)
-        if struct.unpack_from("=H", reply, 4)[0] == 2:  # NLMSG_ERROR
-            err = struct.unpack_from("=i", reply, 16)[0]
-            if err:
-                raise OSError(-err, f"NFLOG config: {os.strerror(-err)}")
+        super().__init__(group, burst=True)
 
     def packets(self, timeout: float) -> list[tuple[str, bytes]]:
         """(prefix, packet bytes) of the messages in the next datagram."""
-        self.sock.settimeout(timeout)
-        data, out, off = self.sock.recv(1 << 20), [], 0
-        while off + 16 <= len(data):
-            size, kind = struct.unpack_from("=IH", data, off)
-            if kind == self.SUBSYS << 8 and size >= 20:  # NFULNL_MSG_PACKET
-                attrs = _attrs(data[off + 20:off + size])
-                out.append((attrs.get(10, b"").rstrip(b"\0").decode(), attrs.get(9, b"")))
-            off += max(16, (size + 3) & ~3)
-        return out
-
-    def close(self) -> None:
-        self.sock.close()
+        return [(m.prefix, m.payload) for m in self.receive(timeout)]
 
 
 # ------------------------------------------------------------------------ views

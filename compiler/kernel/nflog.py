@@ -50,8 +50,12 @@ def _attrs(data: bytes) -> dict[int, bytes]:
 class Listener:
     """Messages of NFLOG ``group``, in the namespace this is created in."""
 
-    def __init__(self, group: int):
+    def __init__(self, group: int, burst: bool = False):
+        """``burst``: for a flood of messages (test labs), a 64 MiB socket buffer
+        (``SO_RCVBUFFORCE``, root) and 128 KiB kernel batches (``NFULA_CFG_NLBUFSIZ``)."""
         self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
+        if burst:
+            self.sock.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)  # SO_RCVBUFFORCE
         self.sock.bind((0, 0))
         self.seq = 0
         try:
@@ -59,6 +63,8 @@ class Listener:
             self._config(group, _attr(2, struct.pack("!IBx", 0xFFFF, 2)))  # COPY_PACKET
             self._config(group, _attr(5, struct.pack("!I", 1)))  # NFULA_CFG_QTHRESH
             self._config(group, _attr(4, struct.pack("!I", 1)))  # flush after 10 ms
+            if burst:
+                self._config(group, _attr(3, struct.pack("!I", 1 << 17)))  # NLBUFSIZ
         except OSError:
             self.sock.close()
             raise

@@ -27,18 +27,7 @@ _SIGNATURES = {
     "ring_buffer__consume": (ctypes.c_int, [ctypes.c_void_p]),
     "ring_buffer__free": (None, [ctypes.c_void_p]),
 }
-_ready = False
-
-
-def _lib() -> ctypes.CDLL:
-    global _ready
-    so = bpf.lib()
-    if not _ready:
-        for name, (restype, argtypes) in _SIGNATURES.items():
-            fn = getattr(so, name)
-            fn.restype, fn.argtypes = restype, argtypes
-        _ready = True
-    return so
+_lib = bpf.typed(_SIGNATURES)
 
 
 class RingBuffer:
