@@ -116,23 +116,7 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
                  "ready_map": counters.READY_MAP}
         data = {f"{stem}.maps.json": ebpf_maps.maps_file(plan.sets)}
         notes = [load_note(policy, plan, stem)]
-    if options.format == "c":
-        return Artifact(options.target, hook, "c", text, {f"{stem}.c": text.encode()} | data,
-                        policy, meta, notes)
-    try:
-        built = toolchain.compile_c(text, stem)
-    except ToolchainError as exc:
-        raise CompileError([_clang_diagnostic(policy, text, exc)]) from exc
-    size = program_insns(built.obj, hook)
-    if size > MAX_JUMP:
-        raise CompileError([_too_long(policy, hook, size)])
-    command = (f"# The exact command that built {stem}.o, run in a directory holding the C\n"
-               f"# source as {stem}.c (`pfc compile -o` may have renamed both).\n"
-               f"{built.command}\n")
-    files_ = {f"{stem}.o": built.obj, f"{stem}.c": text.encode(),
-              f"{stem}.clang.txt": command.encode()} | data
-    return Artifact(options.target, hook, "o", None, files_, policy,
-                    meta | {"clang": built.command}, notes)
+    return _package(policy, options, hook, text, meta, data, notes, check_size=True)
 
 
 def emit_classifier(policy: ir.Policy, options: Options, plan) -> Artifact:
@@ -151,6 +135,15 @@ def emit_classifier(policy: ir.Policy, options: Options, plan) -> Artifact:
             "ready_map": counters.READY_MAP, "classifier": plan.stats}
     data = {f"{stem}.maps.json": ebpf_maps.records_file(records), f"{stem}.maps.bin": blob}
     notes = [classifier_note(policy, stem)]
+    return _package(policy, options, hook, text, meta, data, notes, check_size=False)
+
+
+def _package(policy: ir.Policy, options: Options, hook: str, text: str, meta: dict,
+             data: dict[str, bytes], notes: list, check_size: bool) -> Artifact:
+    """The artifact: the C (format ``c``), or the object clang builds from it, with
+    the exact command and the maps files ``data``. ``check_size``: refuse an object
+    past the 16-bit jump range (the linear program; the classifier's size is fixed)."""
+    stem = _stem(policy, hook)
     if options.format == "c":
         return Artifact(options.target, hook, "c", text, {f"{stem}.c": text.encode()} | data,
                         policy, meta, notes)
@@ -158,6 +151,8 @@ def emit_classifier(policy: ir.Policy, options: Options, plan) -> Artifact:
         built = toolchain.compile_c(text, stem)
     except ToolchainError as exc:
         raise CompileError([_clang_diagnostic(policy, text, exc)]) from exc
+    if check_size and (size := program_insns(built.obj, hook)) > MAX_JUMP:
+        raise CompileError([_too_long(policy, hook, size)])
     command = (f"# The exact command that built {stem}.o, run in a directory holding the C\n"
                f"# source as {stem}.c (`pfc compile -o` may have renamed both).\n"
                f"{built.command}\n")
