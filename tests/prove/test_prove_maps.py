@@ -79,3 +79,39 @@ def test_map_element_mutants_are_caught_in_the_kernel(small) -> None:
                 assert mutate.disagreement(m.artifact, policy) is None, what
     assert not seen["unconfirmed"] and not seen["models refuse"], seen
     assert seen["differs"]
+
+
+# ------------------------------------------------------------ the model alone
+
+def test_elements_as_the_kernel_lists_them() -> None:
+    from pfc.prove.targets.nft_maps import parse_element
+    e = parse_element("\telement 36e1000a 00000006 0000da61  - 36e1000a 00000006 0000dc61  "
+                      ": jump -> r0 0 [end]")
+    assert e.key == bytes.fromhex("0a00e136" "06000000" "61da0000") and e.verdict == ("jump", "r0")
+    assert e.end[-4:] == bytes.fromhex("61dc0000")
+    plain = parse_element("\telement 00000011  : 0 [end]")
+    assert plain.verdict is None and plain.end is None and plain.flags == 0
+    with pytest.raises(Exception, match="data other than verdicts"):
+        parse_element("\telement 00000011  : 0000000a 0 [end]")
+
+
+def test_overlapping_boxes_take_the_first_element_listed() -> None:
+    """pfc's elements are disjoint, and the model checks that on the constants before
+    it drops the "no earlier element" terms; overlapping ones keep them."""
+    import z3
+
+    from pfc.prove.targets.nft_maps import Element, disjoint, lookup
+    port = z3.BitVec("port", 16)
+
+    def box(lo: int, hi: int, chain: str) -> Element:
+        pad = lambda v: v.to_bytes(2, "big") + b"\0\0"  # noqa: E731
+        return Element(pad(lo), pad(hi), 0, ("jump", chain))
+    wide, narrow = box(10, 20, "a"), box(15, 15, "b")
+    assert not disjoint([[(10, 20)], [(15, 15)]]) and disjoint([[(10, 14)], [(15, 15)]])
+    found, choices = lookup([port], [wide, narrow])
+    s = z3.Solver()
+    s.add(port == 15)
+    assert s.check() == z3.sat
+    m = s.model()
+    taken = [v for c, v in choices if z3.is_true(m.eval(c))]
+    assert taken == [("jump", "a")] and z3.is_true(m.eval(found))

@@ -161,21 +161,44 @@ def _rbtree(key, width: int, elements: list[Element]):
 
 
 def _pipapo(fields: list[z3.BitVecRef], elements: list[Element]):
+    if any(e.end is None for e in elements):
+        raise Unsupported("a set with and without key ends")
+    if disjoint([_bounds(fields, e) for e in elements]):  # the first match is the match
+        hits = [(z3.And(*_box(fields, e)), e.verdict) for e in elements]
+        return z3.Or(*[h for h, _ in hits]), hits
     out, before = [], z3.BoolVal(False)
     for e in elements:
-        if e.end is None:
-            raise Unsupported("a set with and without key ends")
         hit = z3.And(*_box(fields, e))
         out.append((z3.And(hit, z3.Not(before)), e.verdict))
         before = z3.Or(before, hit)
     return before, out
 
 
-def _box(fields: list[z3.BitVecRef], e: Element) -> list[z3.BoolRef]:
-    terms, at = [], 0
+def _bounds(fields: list[z3.BitVecRef], e: Element) -> list[tuple[int, int]]:
+    out, at = [], 0
     for f in fields:
         n = f.size() // 8
-        lo, hi = _int(e.key[at:at + n]), _int(e.end[at:at + n])
+        out.append((_int(e.key[at:at + n]), _int(e.end[at:at + n])))
+        at += 4 * span(f)
+    return out
+
+
+def disjoint(boxes: list[list[tuple[int, int]]]) -> bool:
+    """No two boxes meet (decided on the constants: a sweep along the first field)."""
+    order = sorted(boxes, key=lambda b: b[0][0])
+    for i, box in enumerate(order):
+        for other in order[i + 1:]:
+            if other[0][0] > box[0][1]:
+                break
+            if all(lo <= hi2 and lo2 <= hi for (lo, hi), (lo2, hi2) in
+                   zip(box, other, strict=True)):
+                return False
+    return True
+
+
+def _box(fields: list[z3.BitVecRef], e: Element) -> list[z3.BoolRef]:
+    terms = []
+    for f, (lo, hi) in zip(fields, _bounds(fields, e), strict=True):
         if lo == hi:
             terms.append(f == lo)
         else:
@@ -183,7 +206,6 @@ def _box(fields: list[z3.BitVecRef], e: Element) -> list[z3.BoolRef]:
                 terms.append(z3.UGE(f, lo))
             if hi != (1 << f.size()) - 1:
                 terms.append(z3.ULE(f, hi))
-        at += 4 * span(f)
     return terms
 
 
