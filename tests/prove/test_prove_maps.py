@@ -49,6 +49,18 @@ def test_verdict_maps_are_proved(small, flavour, n, default, hook) -> None:
     assert result.equal, (result.expected, result.modelled, result.witness.hex(), result.note)
 
 
+@pytest.mark.parametrize("hook", ["ingress", "prerouting"])
+def test_ipv6_and_mixed_verdict_maps_are_proved(small, hook) -> None:
+    """IPv4 and IPv6 blocks, negations, count rules and rules no map holds in between
+    (tests/backends/test_classify.py's generator)."""
+    from tests.backends.test_classify import mixed
+    compiled = compile_text(mixed(2, 60, "pass"), "m.pf")
+    built, _ = build_artifact(compiled, "nft", hook=hook, dev="dut")
+    assert "ip6 saddr . ip6 daddr" in built.text and built.text.count("vmap @") > 20
+    result = proof.prove(built, compiled.require())
+    assert result.equal, (result.expected, result.modelled, result.witness.hex(), result.note)
+
+
 def test_the_model_of_the_maps_agrees_with_the_kernel(small) -> None:
     """On this policy the lowering itself differs from the policy (a count rule missed
     on a TCP frame whose transport header is cut off: docs/prove.md, "Found"); the
