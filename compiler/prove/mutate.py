@@ -206,6 +206,40 @@ def _text(artifact: Artifact) -> Iterator:
             new = line.replace(a, "\0").replace(b, a).replace("\0", b)
             yield f"verdict swapped on line {i + 1}", lambda i=i, new=new: variant(i, new)
         yield f"line {i + 1} removed", lambda i=i: variant(i, "")
+    if artifact.target == "nft":
+        for i, what, new in _elements(lines):
+            yield f"{what} on line {i + 1}", lambda i=i, new=new: variant(i, new)
+
+
+_JUMP = re.compile(r": (jump|goto) (\S+?),?$")
+_RANGE = re.compile(r"(?<![\w:])(\d+(?:\.\d+){3}|\d+)-(\d+(?:\.\d+){3}|\d+)(?![\w:])")
+
+
+def _elements(lines: list[str]) -> Iterator[tuple[int, str, str]]:
+    """Verdict map elements: the chain jumped to swapped for another element's, an
+    interval's bound moved by one (ports, IPv4 addresses)."""
+    import ipaddress
+
+    found = [(i, m) for i, line in enumerate(lines) if (m := _JUMP.search(line.rstrip()))]
+    targets = [m.group(2) for _, m in found]
+    for (i, m), other in zip(found, targets[1:] + targets[:1], strict=True):
+        if other != m.group(2):
+            line = lines[i]
+            new = line[:m.start(2)] + other + line[m.end(2):]
+            yield i, f"element verdict {m.group(2)} -> {other}", new
+    for i, _ in found:
+        line = lines[i]
+        for r in _RANGE.finditer(line):
+            for side in (1, 2):
+                text = r.group(side)
+                value = int(ipaddress.IPv4Address(text)) if "." in text else int(text)
+                for d in (1, -1):
+                    moved = value + d
+                    if moved < 0 or moved >= (1 << 32 if "." in text else 1 << 16):
+                        continue
+                    shown = str(ipaddress.IPv4Address(moved)) if "." in text else str(moved)
+                    new = line[:r.start(side)] + shown + line[r.end(side):]
+                    yield i, f"interval bound {text}{d:+d}", new
 
 
 def _is_rule(target: str, line: str) -> bool:

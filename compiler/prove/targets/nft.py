@@ -21,10 +21,10 @@ from pfc.backends.base import Artifact
 from pfc.prove.frame import Behaviour, Frame
 from pfc.prove.targets import nft_vm
 from pfc.prove.targets.cbpf import Unsupported
-from pfc.prove.targets.nft_vm import Listing, words
+from pfc.prove.targets.nft_maps import parse_element
+from pfc.prove.targets.nft_vm import Listing
 
 _SET_HEAD = re.compile(r"^(\w+) (\S+) @(\S+)$")
-_ELEMENT = re.compile(r"^\s*element ((?:[0-9a-f]{8} ?)+)\s*: (\d+) \[end\]\s*(.*)$")
 _RULE_HEAD = re.compile(r"^(\w+) (\S+) (\S+) (\d+)(?: \d+)?$")
 _EXPR = re.compile(r"^\s*\[ (.*) \]$")
 _POLICY = re.compile(r"chain (\S+) \{\s*type [^;]*;\s*policy (accept|drop);")
@@ -39,10 +39,8 @@ def parse_listing(text: str) -> Listing:
             break  # the ruleset as text follows the netlink dump
         if m := _SET_HEAD.match(line):
             current, rule = listing.sets.setdefault(m.group(3), []), None
-        elif m := _ELEMENT.match(line):
-            if m.group(3).strip():
-                raise Unsupported(f"set elements with data (maps) are not modelled: {line}")
-            current.append((words(m.group(1)), int(m.group(2))))
+        elif line.lstrip().startswith("element "):
+            current.append(parse_element(line))
         elif m := _RULE_HEAD.match(line):
             rule = []
             listing.chains.setdefault(m.group(3), []).append(rule)

@@ -38,7 +38,9 @@ import z3
 from pfc.prove.frame import Behaviour, Frame, bv, u32
 from pfc.prove.rewrite import mod_ffff
 from pfc.prove.rewrite import words as word_sum
+from pfc.prove.targets import nft_maps as maps
 from pfc.prove.targets.cbpf import Unsupported
+from pfc.prove.targets.nft_maps import Element, Reg, slot, words
 
 
 @dataclass
@@ -46,15 +48,9 @@ class Listing:
     """A table as the kernel holds it: set elements (key bytes, flags) and, per chain,
     its rules' expressions (as ``nft --debug=netlink`` prints them)."""
 
-    sets: dict[str, list[tuple[bytes, int]]] = field(default_factory=dict)
+    sets: dict[str, list[Element]] = field(default_factory=dict)
     chains: dict[str, list[list[str]]] = field(default_factory=dict)
     policies: dict[str, str] = field(default_factory=dict)  # base chain -> policy
-
-
-def words(text: str) -> bytes:
-    """``0x0240a8c0 0x...`` or ``0240a8c0 ...``: host-order (little-endian) u32 words
-    as libnftnl prints them, back to the bytes they hold."""
-    return b"".join(int(w, 16).to_bytes(4, "little") for w in text.split())
 
 
 EXT_HEADERS = (0, 43, 44, 51, 59, 60, 135, 139, 140)  # ipv6_ext_hdr, and HIP, shim6
@@ -104,7 +100,7 @@ class State:
 
     cond: z3.BoolRef
     data: z3.ArrayRef
-    regs: dict[int, z3.BitVecRef] = field(default_factory=dict)
+    regs: dict[int, Reg] = field(default_factory=dict)  # by 32-bit slot (nft_maps)
 
 
 @dataclass
@@ -198,9 +194,10 @@ def _split(s: State, ok: z3.BoolRef) -> tuple[State, State]:
 
 
 def _reg(s: State, n: str) -> z3.BitVecRef:
-    if int(n) not in s.regs:
+    reg = s.regs.get(slot(n))
+    if reg is None:
         raise Unsupported(f"register {n} read before it is written")
-    return s.regs[int(n)]
+    return reg.value
 
 
 def _const(text: str, width: int) -> z3.BitVecRef:
@@ -208,8 +205,8 @@ def _const(text: str, width: int) -> z3.BitVecRef:
     return bv(int.from_bytes(data, "big"), 8 * width)
 
 
-def _with(s: State, n: str, value: z3.BitVecRef) -> State:
-    return State(s.cond, s.data, s.regs | {int(n): value})
+def _with(s: State, n: str, value: z3.BitVecRef, padded: bool = False) -> State:
+    return State(s.cond, s.data, maps.written(s.regs, n, Reg(value, padded)))
 
 
 def _read(data: z3.ArrayRef, at: z3.BitVecRef, n: int) -> z3.BitVecRef:
@@ -234,14 +231,14 @@ def _host_u32(value: z3.BitVecRef) -> z3.BitVecRef:
 def _meta(vm: Machine, m: re.Match, s: State):
     key, info = m.group(1), vm.info
     if key == "protocol":
-        return _with(s, m.group(2), info.protocol), None
+        return _with(s, m.group(2), info.protocol, True), None
     if key == "nfproto":
-        return _with(s, m.group(2), info.nfproto), None
+        return _with(s, m.group(2), info.nfproto, True), None
     if key == "l4proto":
         ok, broke = _split(s, info.l4)
-        return _with(ok, m.group(2), info.tprot), broke
+        return _with(ok, m.group(2), info.tprot, True), broke
     if key == "len":
-        return _with(s, m.group(2), _host_u32(vm.frame.length - ETH)), None
+        return _with(s, m.group(2), _host_u32(vm.frame.length - ETH), True), None
     raise Unsupported(f"meta key `{key}` is not modelled")
 
 
@@ -271,7 +268,7 @@ def _load(vm: Machine, m: re.Match, s: State):
     base, exists = _base(vm, where, s)
     at = base + off
     ok, broke = _split(s, z3.And(exists, vm.frame.has(at, size)))
-    return _with(ok, m.group(4), _read(s.data, at, size)), broke
+    return _with(ok, m.group(4), _read(s.data, at, size), True), broke
 
 
 _CMP = {"eq": lambda a, b: a == b, "neq": lambda a, b: a != b, "lt": z3.ULT,
@@ -291,32 +288,48 @@ def _bitwise(vm: Machine, m: re.Match, s: State):
     return _with(s, m.group(1), out), None
 
 
-def _lookup(vm: Machine, m: re.Match, s: State):
-    key = _reg(s, m.group(1))
-    elements = vm.listing.sets.get(m.group(2))
+def _found(vm: Machine, s: State, reg: str, name: str):
+    """(found, [(condition, verdict)]) of a lookup of set ``name`` from ``reg``."""
+    elements = vm.listing.sets.get(name)
     if elements is None:
-        raise Unsupported(f"set `{m.group(2)}` is not listed")
-    hit = set_member(key, elements)
+        raise Unsupported(f"set `{name}` is not listed")
+    if not elements:
+        return z3.BoolVal(False), []
+    return maps.lookup(maps.key_fields(s.regs, reg, len(elements[0].key)), elements)
+
+
+def _lookup(vm: Machine, m: re.Match, s: State):
+    hit, _ = _found(vm, s, m.group(1), m.group(2))
     inverted = int(m.group(3) or "0", 16) & 1
     return _split(s, z3.Not(hit) if inverted else hit)
 
 
-def set_member(key: z3.BitVecRef, elements: list[tuple[bytes, int]]) -> z3.BoolRef:
-    """Membership as the kernel's set backends decide it: an interval set (some
-    element is an interval end, flag 1) holds a key when the greatest element at or
-    below it starts an interval; a plain set holds its elements."""
-    width = key.size() // 8
-    keyed = sorted((int.from_bytes(k[:width], "big"), flags) for k, flags in elements)
-    if not any(flags & 1 for _, flags in keyed):
-        return z3.Or(*[key == k for k, _ in keyed]) if keyed else z3.BoolVal(False)
-    terms = []
-    for i, (start, flags) in enumerate(keyed):
-        if flags & 1:
+def _vmap(vm: Machine, m: re.Match, s: State):
+    """A verdict map: the element's verdict, the rule ends; a miss breaks."""
+    if m.group(3) != "0" or int(m.group(4) or "0", 16) & 1:
+        raise Unsupported(f"a lookup into register {m.group(3)} (a data map)")
+    found, choices = _found(vm, s, m.group(1), m.group(2))
+    ahead: list[State] = [State(z3.And(s.cond, z3.Not(found)), s.data)]
+    going = None
+    for verdict, cond in maps.by_verdict(choices).items():
+        if verdict is None:
+            raise Unsupported(f"set `{m.group(2)}` used as a verdict map")
+        taken = State(z3.And(s.cond, cond), s.data, s.regs)
+        if verdict[0] == "continue":  # NFT_CONTINUE: the rule's next expression
+            going = taken
             continue
-        end = keyed[i + 1][0] if i + 1 < len(keyed) else None
-        inside = z3.UGE(key, start) if start else z3.BoolVal(True)
-        terms.append(inside if end is None else z3.And(inside, z3.ULT(key, end)))
-    return z3.Or(*terms) if terms else z3.BoolVal(False)
+        back = vm.verdict(verdict[0], verdict[1], taken)
+        if back is not None:
+            ahead.append(back)  # back from a jump: the next rule
+    return going, merge(ahead)
+
+
+def _byteorder(vm: Machine, m: re.Match, s: State):
+    """``nft_byteorder_eval``: ``len // size`` units of ``size`` bytes reversed (hton
+    and ntoh are the same swap on a little-endian host); the rest left as it was."""
+    dreg, sreg, size, length = m.group(1), m.group(3), int(m.group(4)), int(m.group(5))
+    out = maps.swapped(_reg(s, sreg), size, length, dreg == sreg)
+    return _with(s, dreg, out, dreg == sreg and s.regs[slot(sreg)].padded), None
 
 
 def _range(vm: Machine, m: re.Match, s: State):
@@ -401,6 +414,9 @@ HANDLERS = [
     (re.compile(r"cmp (eq|neq|lt|lte|gt|gte) reg (\d+) " + _HEX), _cmp),
     (re.compile(r"bitwise reg (\d+) = \( reg (\d+) & " + _HEX + r" \) \^ " + _HEX), _bitwise),
     (re.compile(r"lookup reg (\d+) set (\S+)(?: (0x[0-9a-f]+))?"), _lookup),
+    (re.compile(r"lookup reg (\d+) set (\S+) dreg (\d+)(?: (0x[0-9a-f]+))?"), _vmap),
+    (re.compile(r"byteorder reg (\d+) = (hton|ntoh)\(reg (\d+), (\d+), (\d+)\)"),
+     _byteorder),
     (re.compile(r"range (eq|neq) reg (\d+) " + _HEX + " " + _HEX), _range),
     (re.compile(r"counter pkts \d+ bytes \d+"), _noop),
     (re.compile(r"log.*"), _noop),
