@@ -49,10 +49,13 @@ def _key(rule: ir.Rule):
     if varying is None:
         return None
     others = tuple(_strip(m) for m in rule.matches if m is not varying)
+    # the protocol as written too: `pass ip6 dst A` and `pass dst B` (IPv4) must not
+    # merge, the merged rule would be `ip6` and lose B
     family = rule.family if varying.field not in ("src", "dst") else None
     return (type(rule.action), getattr(rule.action, "audit", False),
             getattr(rule.action, "address", None),
-            getattr(rule.action, "port", None), rule.proto, family, varying.field, others)
+            getattr(rule.action, "port", None), rule.proto, rule.proto_name, family,
+            varying.field, others)
 
 
 def _varying(rule: ir.Rule) -> ir.Match | None:

@@ -48,3 +48,12 @@ def test_generated_policies_keep_their_meaning(rules: list[str], dup: int) -> No
     # Duplicate one rule with a shifted value so that runs actually occur.
     rules = rules + [rules[-1].replace("10.1.2.3", "10.1.2.4").replace("80", "81")] * dup
     _same_meaning("\n".join(rules) + "\n", frames=200)
+
+
+def test_a_family_keyword_is_part_of_what_must_be_equal() -> None:
+    """`pass ip6 dst A` then `pass dst B` (IPv4): merged, the rule would be `ip6` and
+    lose B (found by `pfc prove` on nft, iptables and xdp)."""
+    text = "default drop\npass ip6 dst 2001:db8:1::/48\npass dst 192.168.0.0/16\n"
+    assert _same_meaning(text) == (2, 2)
+    mixed = "pass tcp dst 2001:db8:1::/48\npass tcp dst 192.168.0.0/16\n"
+    assert _same_meaning(mixed) == (2, 1)
