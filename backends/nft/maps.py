@@ -11,7 +11,8 @@ the base chain jumps to under the family gate. In it, in order:
   fragment, on IPv6 ``ip6 nexthdr { tcp, udp }``: semantics.md kernel facts 2, 3, 5)
   and KEY the concatenation of the group's fields (``ip saddr . ip daddr . meta
   l4proto . th sport . th dport``; a load that fails, a port beyond a truncated
-  header, fails the lookup); then ``GUARD th dport 0-65535 return``: a frame with a
+  header, fails the lookup; a key without ``th dport`` gets ``th dport 0-65535`` in
+  front, the port's presence); then ``GUARD th dport 0-65535 return``: a frame with a
   destination port is done with the block;
 - the ``sport`` world the same way (``th sport``), then the ``ip`` world (``ip
   protocol``/``ip6 nexthdr``, the raw byte, as the protocol keyword is read).
@@ -83,14 +84,17 @@ class MapLowering:
         worlds = (("d", blk.dport, "dport"), ("s", blk.sport, "sport"), ("n", blk.ip, None))
         for tag, groups, port in worlds:
             guard = transport_guard(v) if port else []
+            present = x.match(x.field("th", port), x.span(0, 65535)) if port else None
             for k, g in enumerate(groups):
                 m = self.group_map(f"{name}_{tag}{k}", v, g)
-                body.append(low.NftRule(None, (*guard, x.Node(
+                # a key without the world's port does not read it: the port's presence
+                # (a header cut short has none) is tested on its own
+                has = [] if port is None or port in g.key else [present]
+                body.append(low.NftRule(None, (*guard, *has, x.Node(
                     f"{key_expr(v, g.key, port is not None).text} vmap @{m.name}",
                     {"vmap": {"key": key_expr(v, g.key, port is not None).json,
                               "data": f"@{m.name}"}}))))
             if port and groups:
-                present = x.match(x.field("th", port), x.span(0, 65535))
                 body.append(low.NftRule(None, (*guard, present,
                                                x.Node("return", {"return": None}))))
         self.chains[name] = body
