@@ -54,6 +54,12 @@ def gen_sets(names: list[str], gen: int) -> dict[str, str]:
     return out
 
 
+def is_sub_chain(gen_chain: str, name: str) -> bool:
+    """Whether ``name`` is one of the tree chains of generation chain ``gen_chain``
+    (``PFC.N-tK``; a large policy, backends/iptables/ipt_tree.py)."""
+    return re.fullmatch(re.escape(gen_chain) + r"-t[0-9a-z]+", name) is not None
+
+
 def is_gen_set(name: str) -> bool:
     return re.search(r"\.g[0-9a-z]{1,2}$", name) is not None
 
