@@ -1,42 +1,57 @@
 """Blocks of ``pfc.passes.classify`` as a tree of iptables user chains (large policies).
 
 iptables has no verdict maps, so a block (a run of mappable rules of one family) is
-dispatched by address: each tree node is a short chain of ``-g`` gotos on disjoint
-intervals of the source or the destination address (``-s``/``-d`` for an aligned
-prefix, ``-m iprange`` otherwise; the last interval without a test), chosen per node
-as the field that splits its rules best; a leaf holds, in the policy's order, the
-iptables lines of exactly the block's rules whose address sets meet the leaf's box.
+dispatched by a decision tree (HiCuts-like, one field per node): each tree node is a
+short chain of ``-g`` gotos on disjoint intervals (at most ``FANOUT``) of one field,
+chosen per node as the one whose children hold the fewest rules in all: the source or
+destination address (``-s``/``-d`` for an aligned prefix, ``-m iprange`` otherwise), the
+protocol byte or the destination port (u32 tests: the very reads of the rules' own
+protocol and port tests); the last child has no test. A leaf holds, in the policy's
+order, the iptables lines of exactly the block's rules that can hold in its box.
 
-Why this is exact: the addresses are always there at pfc's hooks (ip_rcv/ipv6_rcv
-checked the fixed header; semantics.md), so a packet reaches exactly one leaf, and a
-rule left out of that leaf cannot hold for it. The leaf's lines are the ordered chain's
-own lines (the same guards, ``! -f``, u32/bpf reads, negations, count rules), so first
-match, the count rules before the decider and every rule's counter stay as they are
-(the counters of a rule are the sum of its lines, in whatever chain: one per packet).
-Every step is a goto, so ``pass`` (``-j RETURN``, or ``-g PFC-notrack``) still returns
-to the base chain; a leaf that decides nothing ends with ``-g NEXT``, the chain holding
-the rest of the policy after the block.
+Why this is exact: a node's children partition the packets reaching it, and a rule
+left out of a child cannot hold for its packets. Addresses and the protocol byte are
+always there at pfc's hooks (ip_rcv/ipv6_rcv checked the fixed header; semantics.md).
+A destination-port node sends a packet whose u32 read fails (no transport header of 4
+bytes where pfc reads it) to its last child, which holds only the rules naming no
+``dport`` (a rule naming one cannot hold there: its own test is that read); a packet
+whose read succeeds but which is no TCP/UDP first fragment goes by the bytes it has,
+to a child that holds every rule naming no ``dport`` too. The leaf's lines are the
+ordered chain's own lines (the same guards, ``! -f``, u32/bpf reads, negations, count
+rules), so first match, the count rules before the decider and every rule's counter
+stay as they are (a rule's counter is the sum of its lines, in whatever chain; a
+packet passes one of them). Every step is a goto, so ``pass`` (``-j RETURN``, or ``-g
+PFC-notrack``) still returns to the base chain; a leaf that decides nothing ends with
+``-g NEXT``, the chain holding the rest of the policy after the block.
+
+Size: a rule meeting several children is in each, so the tree grows its largest node
+first and stops when the leaves would hold more than ``BUDGET`` rules per rule.
 """
 
 from __future__ import annotations
 
+import heapq
 import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pfc.backends.iptables import u32 as u
 from pfc.frontend import ir
 
-FANOUT = 8  # children per tree node
+FANOUT = 4  # children per tree node
 LEAF = 12  # a node of at most this many rules is a leaf
-MAX_DEPTH = 8
+MAX_DEPTH = 20
 GAIN = 0.75  # a split must leave every child at most this share of the node's rules
+ABSENT = (1, 0)  # the dport "interval" of packets without a destination port read
+BUDGET = 8  # the leaves hold at most this many rules per rule of the block
 
 
 @dataclass
 class Member:
     rule: ir.Rule
     lines: list[tuple[str, int | str]]  # the rule's iptables lines (without -A CHAIN)
-    addr: dict[str, tuple[tuple[int, int], ...]]  # "src"/"dst" → intervals
+    addr: dict[str, tuple[tuple[int, int], ...] | None]  # src/dst/dport → intervals;
+    # dport None: the rule names no destination port (it can hold without one)
 
 
 @dataclass
@@ -66,49 +81,60 @@ def meets(ivs: tuple[tuple[int, int], ...], lo: int, hi: int) -> bool:
 
 
 def build(out: Chains, version: int, members: list[Member], nxt: str) -> str:
-    """The tree of one block: its root chain's name; leaves end with ``-g nxt``."""
+    """The tree of one block: its root chain's name; leaves end with ``-g nxt``. The
+    largest node is split first, until the rules in the leaves (a rule meeting several
+    leaves is in each) would pass ``BUDGET`` times the block's, or no node can be split
+    (module doc)."""
     top = 2**32 - 1 if version == 4 else 2**128 - 1
     root = out.new()
-    _node(out, root, version, members, {"src": (0, top), "dst": (0, top)}, 0, nxt)
+    bounds = {"src": (0, top), "dst": (0, top), "proto": (0, 255), "dport": (0, 65535)}
+    heap = [(-len(members), 0, root, members, bounds, 0)]
+    spent, budget = len(members), BUDGET * len(members)
+    while heap:
+        _, _, name, sub, bounds, depth = heapq.heappop(heap)
+        split = _split(sub, bounds) if len(sub) > LEAF and depth < MAX_DEPTH else None
+        grown = split and sum(len(s) for _, s in split[1]) - len(sub)
+        if split is None or spent + grown > budget:
+            out.chains[name] = [(line, owner) for m in sub for line, owner in m.lines] + \
+                [(f"-g {nxt}", "log")]
+            continue
+        spent += grown
+        lines = []
+        for child, test, part, b in _children(out, version, split, bounds):
+            lines.append((f"{test} -g {child}".strip(), "log"))
+            heapq.heappush(heap, (-len(part), len(out.chains), child, part, b, depth + 1))
+        out.chains[name] = lines
     return root
 
 
-def _node(out: Chains, name: str, version: int, members: list[Member],
-          bounds: dict[str, tuple[int, int]], depth: int, nxt: str) -> None:
-    split = _split(members, bounds) if len(members) > LEAF and depth < MAX_DEPTH else None
-    if split is None:
-        out.chains[name] = [(line, owner) for m in members for line, owner in m.lines] + \
-            [(f"-g {nxt}", "log")]
-        return
+def _children(out: Chains, version: int, split, bounds: dict):
+    """Per child of a split: its chain, the dispatch test, its members and bounds."""
     fld, parts = split
-    lines = []
     for k, ((lo, hi), sub) in enumerate(parts):
-        child = out.new()
         last = k == len(parts) - 1
-        lines.append((("" if last else _test(version, fld, lo, hi) + " ") + f"-g {child}",
-                      "log"))
-        _node(out, child, version, sub, bounds | {fld: (lo, hi)}, depth + 1, nxt)
-    out.chains[name] = lines
+        yield (out.new(), "" if last else _test(version, fld, lo, hi), sub,
+               bounds | {fld: (lo, hi)})
 
 
 def _split(members: list[Member], bounds: dict[str, tuple[int, int]]):
     """The best (field, [(interval, members)]) over src and dst, or None."""
     best = None
-    for fld in ("src", "dst"):
+    for fld in ("src", "dst", "proto", "dport"):
         lo, hi = bounds[fld]
         parts = _parts(members, fld, lo, hi)
         if parts is None:
             continue
         worst = max(len(sub) for _, sub in parts)
-        if worst <= GAIN * len(members) and (best is None or worst < best[0]):
-            best = (worst, fld, parts)
+        total = sum(len(sub) for _, sub in parts)
+        if worst <= GAIN * len(members) and (best is None or total < best[0]):
+            best = (total, fld, parts)
     return None if best is None else best[1:]
 
 
 def _parts(members: list[Member], fld: str, lo: int, hi: int):
     """``[lo, hi]`` cut into at most FANOUT intervals at the members' boundaries (at
     quantiles of them), each with the members that meet it."""
-    points = sorted(p for m in members for a, b in m.addr[fld]
+    points = sorted(p for m in members for a, b in m.addr[fld] or ()
                     for p in (a, b + 1) if lo < p <= hi)
     if not points:
         return None
@@ -117,11 +143,20 @@ def _parts(members: list[Member], fld: str, lo: int, hi: int):
     parts = []
     for a, b in zip(edges, edges[1:], strict=False):
         if a < b:
-            parts.append(((a, b - 1), [m for m in members if meets(m.addr[fld], a, b - 1)]))
+            parts.append(((a, b - 1), [m for m in members if m.addr[fld] is None
+                                       or meets(m.addr[fld], a, b - 1)]))
+    if fld == "dport":  # no destination port read (the last, untested): no dport rules
+        parts.append((ABSENT, [m for m in members if m.addr["dport"] is None]))
     return parts if len(parts) > 1 else None
 
 
 def _test(version: int, fld: str, lo: int, hi: int) -> str:
+    if fld == "proto":  # the header's byte, as the rules' `-p`/u32 protocol tests read it
+        location, _, _ = u.IP_FIELDS[(version, "proto")]
+        return " ".join(u.u32_args((u.U32Test(location, ((lo, hi),)),)))
+    if fld == "dport":  # the very read of the rules' own dport tests
+        location, _ = u.TRANSPORT_FIELDS[(version, "dport")]
+        return " ".join(u.u32_args((u.U32Test(location, ((lo, hi),)),)))
     size = hi - lo + 1
     cls = ipaddress.IPv4Address if version == 4 else ipaddress.IPv6Address
     bits = 32 if version == 4 else 128
@@ -130,9 +165,11 @@ def _test(version: int, fld: str, lo: int, hi: int) -> str:
     return f"-m iprange --{fld}-range {cls(lo)}-{cls(hi)}"
 
 
-def addresses(box: dict, version: int) -> dict[str, tuple[tuple[int, int], ...]]:
+def addresses(box: dict, version: int) -> dict[str, tuple[tuple[int, int], ...] | None]:
     top = 2**32 - 1 if version == 4 else 2**128 - 1
-    return {f: tuple(box.get(f, ((0, top),))) for f in ("src", "dst")}
+    return {f: tuple(box.get(f, ((0, top),))) for f in ("src", "dst")} | \
+        {"proto": tuple(box.get("proto", ((0, 255),)))} | \
+        {"dport": tuple(box["dport"]) if "dport" in box else None}
 
 
 def tree_family(items: list, family: int, chain: str, pairs: Callable,
