@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections import Counter
 
 from pfc.deploy import ipt_text as tx
 from pfc.deploy import journal, state
@@ -126,10 +127,10 @@ def _family_text(plan: Plan, family: int, chains: dict[str, str], sets: dict[str
     chains = chains | {c: chains[meta["chain"]] + c[len(meta["chain"]):] for c in subs}
     lines = tx.rule_lines(text, meta["table"], set(chains))
     owners = list(meta["lines"][NAMES[family]])
+    per_chain = Counter(tx.chain_of(ln) for ln in lines)
     for chain, own in [(meta["chain"], owners), *subs.items()]:
-        found = [ln for ln in lines if tx.chain_of(ln) == chain]
-        if len(found) != len(own):
-            raise LoadError(f"the artifact's {NAMES[family]} rules ({len(found)} lines of "
+        if per_chain[chain] != len(own):
+            raise LoadError(f"the artifact's {NAMES[family]} rules ({per_chain[chain]} lines of "
                             f"chain {chain}) do not match its line table ({len(own)})",
                             hint="a pfc bug: please report it with the policy")
     sub_owners = {chains[c]: list(own) for c, own in subs.items()}
