@@ -68,11 +68,12 @@ def lab():
         yield s
 
 
-def check(text: str, frames: list[bytes], **options) -> None:
+def check(text: str, frames: list[bytes], **options):
     art = compiled(text, **options)
     assert art.meta["chains"]["IPv4"] or art.meta["chains"]["IPv6"]
     report = compare(art, backends.get("iptables"), frames)
     assert report.ok, report.summary()
+    return art
 
 
 @pytest.mark.kernel
@@ -91,8 +92,9 @@ def test_classbench_tree_agrees_with_the_interpreter(lab, small, flavour, defaul
                                                  ("pass", "legacy", True)])
 def test_mixed_families_tree_agrees_with_the_interpreter(lab, small, default, ipt, notrack):
     text = mixed(11, 80, default)
-    check(text, gen.sample(compile_text(text, "m.pf").require(), 600, seed=11),
-          extra={"flavour": ipt}, notrack=notrack)
+    art = check(text, gen.sample(compile_text(text, "m.pf").require(), 600, seed=11),
+                extra={"flavour": ipt}, notrack=notrack)
+    assert art.meta["chains"]["IPv4"] and art.meta["chains"]["IPv6"]
 
 
 def _saved(lab_name: str) -> str:
