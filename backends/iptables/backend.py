@@ -184,7 +184,7 @@ def _items(policy: ir.Policy) -> list | None:
     from pfc.passes.classify import MIN_RULES, Block, classify
     if len(policy.rules) < MIN_RULES:
         return None
-    items = classify(policy)
+    items = classify(policy, regions=False)
     return items if any(isinstance(i, Block) for i in items) else None
 
 

@@ -30,6 +30,7 @@ first and stops when the leaves would hold more than ``BUDGET`` rules per rule.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import ipaddress
 from collections.abc import Callable
@@ -74,10 +75,6 @@ def label(n: int) -> str:
         n //= 36
         out = digits[n % 36] + out
     return out
-
-
-def meets(ivs: tuple[tuple[int, int], ...], lo: int, hi: int) -> bool:
-    return any(a <= hi and lo <= b for a, b in ivs)
 
 
 def build(out: Chains, version: int, members: list[Member], nxt: str) -> str:
@@ -139,15 +136,28 @@ def _parts(members: list[Member], fld: str, lo: int, hi: int):
     if not points:
         return None
     cuts = sorted({points[len(points) * k // FANOUT] for k in range(1, FANOUT)})
-    edges = [lo, *cuts, hi + 1]
-    parts = []
-    for a, b in zip(edges, edges[1:], strict=False):
-        if a < b:
-            parts.append(((a, b - 1), [m for m in members if m.addr[fld] is None
-                                       or meets(m.addr[fld], a, b - 1)]))
+    edges = [lo, *cuts, hi + 1]  # strictly increasing: child k is [edges[k], edges[k+1])
+    kids: list[list[Member]] = [[] for _ in cuts] + [[]]
+    for m in members:
+        for k in _meeting(m.addr[fld], edges, lo, hi):
+            if not kids[k] or kids[k][-1] is not m:
+                kids[k].append(m)
+    parts = [((a, b - 1), kid) for a, b, kid in zip(edges[:-1], edges[1:], kids,
+                                                            strict=True)]
     if fld == "dport":  # no destination port read (the last, untested): no dport rules
         parts.append((ABSENT, [m for m in members if m.addr["dport"] is None]))
     return parts if len(parts) > 1 else None
+
+
+def _meeting(ivs, edges: list[int], lo: int, hi: int):
+    """The children (indexes) that intervals ``ivs`` (None: all values) meet."""
+    if ivs is None:
+        yield from range(len(edges) - 1)
+        return
+    for a, b in ivs:
+        if b >= lo and a <= hi:
+            yield from range(bisect.bisect_right(edges, max(a, lo)) - 1,
+                             bisect.bisect_right(edges, min(b, hi)))
 
 
 def _test(version: int, fld: str, lo: int, hi: int) -> str:
