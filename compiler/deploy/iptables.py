@@ -133,7 +133,7 @@ def _family_text(plan: Plan, family: int, chains: dict[str, str], sets: dict[str
             raise LoadError(f"the artifact's {NAMES[family]} rules ({per_chain[chain]} lines of "
                             f"chain {chain}) do not match its line table ({len(own)})",
                             hint="a pfc bug: please report it with the policy")
-    sub_owners = {chains[c]: list(own) for c, own in subs.items()}
+    sub_owners = {chains[c]: tx.pack_owners(own) for c, own in subs.items()}
     if not any(o is None or o == "default" for o in
                owners + [o for own in subs.values() for o in own]):
         lines.append(f"-A {meta['chain']}")  # counts the default pass
@@ -385,7 +385,7 @@ def counters(record: state.Record, now: dict[int, Family]) \
         owners = list(where["lines"][NAMES[family]])
         found = list(now[family].rules.get(chain, []))
         for sub, own in where.get("chains", {}).get(NAMES[family], {}).items():
-            owners += own
+            owners += tx.unpack_owners(own)
             found += now[family].rules.get(sub, [])
         if len(found) != len(owners):
             problems.append(f"{NAMES[family]} chain {chain} has {len(found)} rules, pfc "
