@@ -17,7 +17,8 @@ by hand (``pfc.bench.naive``).
 
 Run as root: ``.venv/bin/python benchmarks/classify_netfilter.py`` (all points, writes
 ``benchmarks/results/classify_netfilter.json``); ``--flavours acl --rules 8000`` for
-one point.
+one point, ``--targets iptables`` for one target (iptables: "pfc" is the tree of
+chains, ``pfc.backends.iptables.ipt_tree``; "linear" the ordered chain).
 """
 
 from __future__ import annotations
@@ -127,7 +128,8 @@ def _clear_naive(target: str) -> None:
             subprocess.run([tool, "-t", "raw", "-P", "PREROUTING", "ACCEPT"], check=True)
 
 
-def point(flavour: str, n: int, workdir: Path, lab, seconds: float) -> dict:
+def point(flavour: str, n: int, workdir: Path, lab, seconds: float,
+          targets: tuple[str, ...] = TARGETS) -> dict:
     """Every target and variant at one (flavour, rule count); ``-naive`` rows and cbpf
     on the policy without negations and count rules (``-plain``)."""
     rules = classbench.generate(flavour, n, seed=1)
@@ -139,7 +141,7 @@ def point(flavour: str, n: int, workdir: Path, lab, seconds: float) -> dict:
     plain.write_text(classbench.generate(flavour, n, seed=1, negated=0, count=0).text())
     frames = classbench.trace(rules, 64, seed=1)
     out = {}
-    for target in TARGETS:
+    for target in targets:
         for variant in VARIANTS if target != "cbpf" else ("pfc",):
             if variant == "linear" and n < classify.MIN_RULES:
                 continue  # the same ruleset as pfc's
@@ -159,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flavours", default="acl,fw,ipc")
     ap.add_argument("--rules", default="1,32,150,1000,8000")
     ap.add_argument("--seconds", type=float, default=1.0)
+    ap.add_argument("--targets", default=",".join(TARGETS))
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     reason = bench.missing_privileges()
@@ -172,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     with bench.bench_lab() as lab:
         for flavour in args.flavours.split(","):
             for n in map(int, args.rules.split(",")):
-                report["points"][f"{flavour}-{n}"] = point(flavour, n, workdir, lab,
-                                                           args.seconds)
+                report["points"][f"{flavour}-{n}"] = point(
+                    flavour, n, workdir, lab, args.seconds, tuple(args.targets.split(",")))
     report["load_average_end"] = os.getloadavg()
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps(report, indent=1))

@@ -42,6 +42,7 @@ from pfc.backends.base import (
     printable,
 )
 from pfc.backends.describe import describe
+from pfc.backends.iptables import ipt_tree as tr
 from pfc.backends.iptables import lower as low
 from pfc.backends.iptables import stateful as st
 from pfc.frontend import ir
@@ -155,18 +156,45 @@ def setup(options: Options) -> Setup:
 
 
 def family_files(policy: ir.Policy, s: Setup, lowering: low.Lowering) -> dict[int, dict]:
-    """Per family: the entries to print, file names, and each line's rule index."""
+    """Per family: the entries to print, file names, and each line's rule index; for a
+    large policy (``pfc.passes.classify`` made blocks) the tree's chains too
+    (``ipt_tree``)."""
     out = {}
+    items = _items(policy)
     for family, (tool, name, _) in FAMILIES.items():
-        found, owners = entries(policy, family, lowering, s.chain, s.notrack)
         default = default_line(policy, s.chain, s.notrack)
         logs = default_logs(policy)
-        out[family] = {"tool": tool, "name": name, "entries": found, "default": default,
-                       "default_logs": logs,
-                       "owners": owners + [st.LOG_OWNER] * len(logs) + [None],
+        out[family] = {"tool": tool, "name": name, "default": default,
+                       "default_logs": logs, "tree": None, "subchains": {},
                        "main": artifact_name(policy, tool, "restore"),
                        "init": artifact_name(policy, tool, "init")}
+        if items is not None:
+            tail = [(line, st.LOG_OWNER) for line in logs] + [(default, None)]
+            out[family] |= tr.tree_family(items, family, s.chain,
+                                          functools.partial(pairs, policy, lowering, s), tail)
+            continue
+        found, owners = entries(policy, family, lowering, s.chain, s.notrack)
+        out[family] |= {"entries": found,
+                        "owners": owners + [st.LOG_OWNER] * len(logs) + [None]}
     return out
+
+
+def _items(policy: ir.Policy) -> list | None:
+    """The classified policy when it has a block, else None (the ordered chain)."""
+    from pfc.passes.classify import MIN_RULES, Block, classify
+    if len(policy.rules) < MIN_RULES:
+        return None
+    items = classify(policy, regions=False)
+    return items if any(isinstance(i, Block) for i in items) else None
+
+
+def pairs(policy: ir.Policy, lowering: low.Lowering, s: Setup, rule: ir.Rule,
+          family: int) -> list[tuple[str, int | str]]:
+    """One rule's iptables lines in one family (without ``-A CHAIN``), with owners."""
+    alts = lowering.rule(rule, family)
+    return st.rule_lines(rule, family, [a.argv() for a in alts],
+                         target(rule, s.chain, s.notrack), lowering.set_prefix,
+                         policy.default)
 
 
 def emit(policy: ir.Policy, options: Options) -> Artifact:
@@ -191,6 +219,8 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
     meta = {"table": s.table, "base": s.base, "chain": s.chain, "dev": s.dev,
             "flavour": s.flavour, "notrack": s.notrack, "sets": sorted(lowering.sets),
             "lines": {f["name"]: f["owners"] for f in fams.values()},
+            "chains": {f["name"]: {c: [o for _, o in ls] for c, ls in f["subchains"].items()}
+                       for f in fams.values()},
             "files": {"ipv4": fams[4]["main"], "ipv6": fams[6]["main"],
                       "init4": fams[4]["init"], "init6": fams[6]["init"], "ipset": ipset}}
     return Artifact("iptables", s.hook, options.format or "restore", text,

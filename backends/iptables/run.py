@@ -163,9 +163,12 @@ class Session:
         totals[DEFAULT_COUNTER] = (0, 0)
         for family, name in ((4, "IPv4"), (6, "IPv6")):
             text = _call([_tool(family, meta["flavour"], "save"), "-c", "-t", meta["table"]])
-            found = [m for m in map(_COUNTER.match, text.splitlines())
-                     if m and m.group(3) == meta["chain"]]
-            owners = meta["lines"][name]
+            lines = [m for m in map(_COUNTER.match, text.splitlines()) if m]
+            subs = meta.get("chains", {}).get(name, {})
+            found, owners = [], []
+            for chain, own in [(meta["chain"], meta["lines"][name]), *subs.items()]:
+                found += [m for m in lines if m.group(3) == chain]
+                owners += own
             if len(found) != len(owners):
                 raise RuntimeError(f"{name}: {len(found)} rules in {meta['chain']}, "
                                    f"expected {len(owners)}")

@@ -114,7 +114,13 @@ def has_table(family: int, where: dict) -> bool:
     created by the first rule; legacy tables always exist (kernel modules)."""
     if where["flavour"] != "nft":
         return True
-    return _nft(f"list table {_NFT_FAMILY[family]} {where['table']}")
+    import nftables
+
+    # `list chains FAMILY`: `list table T` and even `list tables` fetch every rule
+    # (measured: 5-7 s each with the 65k lines of an 8k-rule policy's tree,
+    # backends/iptables/ipt_tree.py); this takes 2 ms and lists empty tables too
+    rc, out, _ = nftables.Nftables().cmd(f"list chains {_NFT_FAMILY[family]}")
+    return rc == 0 and f"table {_NFT_FAMILY[family]} {where['table']} {{" in out.splitlines()
 
 
 def has_base(family: int, where: dict) -> bool:

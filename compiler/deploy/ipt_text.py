@@ -54,6 +54,26 @@ def gen_sets(names: list[str], gen: int) -> dict[str, str]:
     return out
 
 
+def is_sub_chain(gen_chain: str, name: str) -> bool:
+    """Whether ``name`` is one of the tree chains of generation chain ``gen_chain``
+    (``PFC.N-tK``; a large policy, backends/iptables/ipt_tree.py)."""
+    return re.fullmatch(re.escape(gen_chain) + r"-t[0-9a-z]+", name) is not None
+
+
+def pack_owners(owners: list) -> str:
+    """A tree chain's line owners (rule index, ``"log"``, None: the default) as one
+    string for the record: ``"3,3,log,-"`` (a list of 65k JSON values per policy made
+    each journal write take a second)."""
+    return ",".join("-" if o is None else str(o) for o in owners)
+
+
+def unpack_owners(text: str | list) -> list:
+    if isinstance(text, list):
+        return text
+    return [None if w == "-" else int(w) if w.isdigit() else w for w in text.split(",")] \
+        if text else []
+
+
 def is_gen_set(name: str) -> bool:
     return re.search(r"\.g[0-9a-z]{1,2}$", name) is not None
 

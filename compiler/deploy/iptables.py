@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections import Counter
 
 from pfc.deploy import ipt_text as tx
 from pfc.deploy import journal, state
@@ -107,6 +108,7 @@ def _next_gen(where: dict, previous: state.Record | None, now: dict[int, Family]
         gen = (start + step - 1) % (tx.GENERATIONS - 1) + 1
         chain = tx.gen_chain(where["chain"], gen)
         if {chain, chain + tx.NOTRACK} & taken_chains or \
+                any(tx.is_sub_chain(chain, c) for c in taken_chains) or \
                 set(tx.gen_sets(sets, gen).values()) & taken_sets:
             continue
         return gen
@@ -115,23 +117,30 @@ def _next_gen(where: dict, previous: state.Record | None, now: dict[int, Family]
 
 
 def _family_text(plan: Plan, family: int, chains: dict[str, str], sets: dict[str, str]) \
-        -> tuple[str, list]:
-    """The restore text creating this generation's chain(s) for ``family``, and the
-    owner (rule index, None for the default) of each line of the main chain."""
+        -> tuple[str, list, dict[str, list]]:
+    """The restore text creating this generation's chain(s) for ``family``, the owner
+    (rule index, None for the default) of each line of the main chain, and of each line
+    of each tree chain (``PFC.N-tK``: a large policy, backends/iptables/ipt_tree.py)."""
     meta = plan.artifact.meta
     text = plan.artifact.files[meta["files"][FILES[family]]].decode()
+    subs = meta.get("chains", {}).get(NAMES[family], {})
+    chains = chains | {c: chains[meta["chain"]] + c[len(meta["chain"]):] for c in subs}
     lines = tx.rule_lines(text, meta["table"], set(chains))
     owners = list(meta["lines"][NAMES[family]])
-    main = [ln for ln in lines if tx.chain_of(ln) == meta["chain"]]
-    if len(main) != len(owners):
-        raise LoadError(f"the artifact's {NAMES[family]} rules ({len(main)} lines of chain "
-                        f"{meta['chain']}) do not match its line table ({len(owners)})",
-                        hint="a pfc bug: please report it with the policy")
-    if not any(o is None or o == "default" for o in owners):
+    per_chain = Counter(tx.chain_of(ln) for ln in lines)
+    for chain, own in [(meta["chain"], owners), *subs.items()]:
+        if per_chain[chain] != len(own):
+            raise LoadError(f"the artifact's {NAMES[family]} rules ({per_chain[chain]} lines of "
+                            f"chain {chain}) do not match its line table ({len(own)})",
+                            hint="a pfc bug: please report it with the policy")
+    sub_owners = {chains[c]: tx.pack_owners(own) for c, own in subs.items()}
+    if not any(o is None or o == "default" for o in
+               owners + [o for own in subs.values() for o in own]):
         lines.append(f"-A {meta['chain']}")  # counts the default pass
         owners.append(None)
     lines = [tx.rewrite(ln, chains, sets) for ln in lines]
-    return tx.chain_text(meta["table"], sorted(set(chains.values())), lines), owners
+    return tx.chain_text(meta["table"], sorted(set(chains.values())), lines), owners, \
+        sub_owners
 
 
 def _prepare(plan: Plan, previous: state.Record | None, where: dict,
@@ -152,6 +161,7 @@ def _prepare(plan: Plan, previous: state.Record | None, where: dict,
         bases |= set(previous.attach.get("created_bases", []))
     new = where | {"gen": gen, "gen_chain": chain, "sets": sorted(sets.values()),
                    "lines": {NAMES[f]: built[f][1] for f in TOOLS},
+                   "chains": {NAMES[f]: built[f][2] for f in TOOLS},
                    "created_tables": sorted(made), "created_bases": sorted(bases)}
     return new, {f: built[f][0] for f in TOOLS}, _set_text(plan, sets)
 
@@ -239,6 +249,7 @@ def _remove(family: int, where: dict, chains: list[str]) -> None:
     """Flush and delete those of ``chains`` that exist (one restore)."""
     present = family_state(family, where).chains
     gone = [c for c in chains if c in present]
+    gone += sorted(c for c in present for g in chains if tx.is_sub_chain(g, c))
     if gone:
         restore(family, where["flavour"], tx.remove_text(where["table"], gone))
 
@@ -334,6 +345,7 @@ def _remove_all(family: int, where: dict) -> bool:
             if c and (c == where.get("gen_chain") or
                       tx.generation_of(where["chain"], c) is not None)]
     chains = [c for c in [where["chain"]] + _with_notrack(sorted(gens)) if c in now.chains]
+    chains += sorted(c for c in now.chains for g in gens if tx.is_sub_chain(g, c))
     if where.get("notrack") and not where.get("gen"):
         chains += [c for c in [where["chain"] + tx.NOTRACK] if c in now.chains]
     if not chains and not now.jump:
@@ -370,8 +382,11 @@ def counters(record: state.Record, now: dict[int, Family]) \
     where, totals, problems = record.attach, {}, []
     chain = where.get("gen_chain") or where["chain"]
     for family in TOOLS:
-        owners = where["lines"][NAMES[family]]
-        found = now[family].rules.get(chain, [])
+        owners = list(where["lines"][NAMES[family]])
+        found = list(now[family].rules.get(chain, []))
+        for sub, own in where.get("chains", {}).get(NAMES[family], {}).items():
+            owners += tx.unpack_owners(own)
+            found += now[family].rules.get(sub, [])
         if len(found) != len(owners):
             problems.append(f"{NAMES[family]} chain {chain} has {len(found)} rules, pfc "
                             f"loaded {len(owners)}")

@@ -148,8 +148,10 @@ def mappable(rule: ir.Rule) -> Box | None:
         return None
 
 
-def classify(policy: ir.Policy) -> list[Item]:
-    """The policy's rules in order, long runs of mappable rules as groups (module doc)."""
+def classify(policy: ir.Policy, regions: bool = True) -> list[Item]:
+    """The policy's rules in order, long runs of mappable rules as groups (module doc);
+    ``regions=False``: the blocks without their groups (iptables' tree needs only the
+    runs and their rules)."""
     if len(policy.rules) < MIN_RULES:
         return list(policy.rules)
     out: list[Item] = []
@@ -159,13 +161,13 @@ def classify(policy: ir.Policy) -> list[Item]:
         if b is not None:
             run.append((rule, b))
             continue
-        out += lower_run(run)
+        out += lower_run(run, regions)
         run = []
         out.append(rule)
-    return out + lower_run(run)
+    return out + lower_run(run, regions)
 
 
-def lower_run(run: list[tuple[ir.Rule, Box]]) -> list[Item]:
+def lower_run(run: list[tuple[ir.Rule, Box]], regions: bool = True) -> list[Item]:
     if len(run) < MIN_RUN:
         return [r for r, _ in run]
     out: list[Item] = []
@@ -174,7 +176,8 @@ def lower_run(run: list[tuple[ir.Rule, Box]]) -> list[Item]:
         if len(members) < MIN_GROUP:
             out += [r for r, _ in members]
         else:
-            out.append(block(version, members))
+            out.append(block(version, members) if regions else
+                       Block(version, tuple(r for r, _ in members), (), (), (), ()))
     return out
 
 
