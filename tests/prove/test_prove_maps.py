@@ -127,3 +127,16 @@ def test_overlapping_boxes_take_the_first_element_listed() -> None:
     m = s.model()
     taken = [v for c, v in choices if z3.is_true(m.eval(c))]
     assert taken == [("jump", "a")] and z3.is_true(m.eval(found))
+
+
+@pytest.mark.parametrize("flavour", ["acl", "ipc"])
+def test_iptables_trees_of_chains_are_proved(flavour) -> None:
+    """A large policy on iptables is a tree of chains (`-g`, `-m iprange`, u32 port
+    and protocol reads; backends/iptables/ipt_tree.py): proved equal, counters
+    included (the tree's lines are owned through meta["chains"])."""
+    rules = cb.generate(flavour, 200, seed=3, default="drop", negated=0.1, count=0.1)
+    compiled = compile_text(rules.text(), "c.pf")
+    built, _ = build_artifact(compiled, "iptables")
+    assert "-g PFC-t" in built.text
+    result = proof.prove(built, compiled.require())
+    assert result.equal, (result.expected, result.modelled, result.witness.hex(), result.note)

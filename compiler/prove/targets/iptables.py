@@ -17,7 +17,9 @@ packet from its network header (``skb->len`` its length, the frame behind IP inp
   length); ``-m comment`` is ignored.
 
 Targets: ``DROP``, ``ACCEPT``, ``RETURN`` (back to the base chain, whose policy
-accepts), a user chain (jump and come back), ``CT`` (goes on). A rule without a target
+accepts), a user chain (jump and come back; ``-g``: go, and its return is the
+caller's), ``CT`` (goes on). ``-m iprange --src-range/--dst-range`` (a large policy's
+tree of chains, backends/iptables/ipt_tree.py). A rule without a target
 counts: the ``# rule N`` comment above it names the count rule whose counter it is.
 """
 
@@ -179,15 +181,28 @@ def u32_test(ctx: Context, spec: str) -> z3.BoolRef:
     return z3.And(*terms)
 
 
+def _addr_bytes(ctx: Context, which: str) -> z3.BitVecRef:
+    size = 4 if ctx.family == 4 else 16
+    off = (12 if which == "src" else 16) if ctx.family == 4 else (8 if which == "src" else 24)
+    return ctx.frame.bytes_(ETH + off, size)
+
+
 def _address(ctx: Context, which: str, text: str) -> z3.BoolRef:
     net = ipaddress.ip_network(text, strict=False)
     if net.version != ctx.family:
         raise Unsupported(f"address {text} in an IPv{ctx.family} file")
-    size = 4 if ctx.family == 4 else 16
-    off = (12 if which == "src" else 16) if ctx.family == 4 else (8 if which == "src" else 24)
-    addr = ctx.frame.bytes_(ETH + off, size)
+    addr = _addr_bytes(ctx, which)
     mask = int(net.netmask)
     return addr & mask == int(net.network_address)
+
+
+def _range(ctx: Context, which: str, text: str) -> z3.BoolRef:
+    """``-m iprange --src-range LO-HI`` / ``--dst-range``: inclusive, as integers."""
+    lo, hi = (ipaddress.ip_address(t) for t in text.split("-", 1))
+    if lo.version != ctx.family or hi.version != ctx.family:
+        raise Unsupported(f"address range {text} in an IPv{ctx.family} file")
+    addr = _addr_bytes(ctx, which)
+    return z3.And(z3.ULE(int(lo), addr), z3.ULE(addr, int(hi)))
 
 
 def _set(ctx: Context, name: str, flags: str) -> z3.BoolRef:
@@ -218,6 +233,8 @@ def _length(ctx: Context, text: str) -> z3.BoolRef:
     return z3.And(z3.ULE(int(lo or 0), value), z3.ULE(value, int(hi or lo or 65535)))
 
 
+GOTO = "-g"  # a target word no chain can be named (iptables chain names start otherwise)
+MAX_DEPTH = 64  # large policies' trees of chains (backends/iptables/ipt_tree.py: ≤ 20)
 MODULE_OPTIONS = {"--u32": u32_test, "--bytecode": _bpf, "--length": _length}
 
 
@@ -231,6 +248,8 @@ def matches(ctx: Context, args: list[str]) -> tuple[z3.BoolRef, list[str]]:
             continue
         if word in ("-j", "--jump"):
             return z3.And(*terms), args[i + 1:]
+        if word in ("-g", "--goto"):
+            return z3.And(*terms), [GOTO, *args[i + 1:]]
         term, i = _option(ctx, args, i)
         if term is not None:
             terms.append(z3.Not(term) if negate else term)
@@ -252,13 +271,15 @@ def _option(ctx: Context, args: list[str], i: int) -> tuple[z3.BoolRef | None, i
     if word in ("-i", "--in-interface"):
         return z3.BoolVal(args[i + 1] == ctx.dev), i + 2
     if word in ("-m", "--match"):
-        if args[i + 1] not in ("u32", "set", "bpf", "length", "comment"):
+        if args[i + 1] not in ("u32", "set", "bpf", "length", "comment", "iprange"):
             raise Unsupported(f"match module `{args[i + 1]}` is not modelled")
         return None, i + 2
     if word == "--comment":
         return None, i + 2
     if word == "--match-set":
         return _set(ctx, args[i + 1], args[i + 2]), i + 3
+    if word in ("--src-range", "--dst-range"):
+        return _range(ctx, word[2:5], args[i + 1]), i + 2
     if word in MODULE_OPTIONS:
         return MODULE_OPTIONS[word](ctx, args[i + 1]), i + 2
     raise Unsupported(f"iptables option `{word}` is not modelled")
@@ -278,8 +299,8 @@ class Walk:
         """Run ``name`` from ``cond``: the condition of coming back (end or RETURN)."""
         if name not in self.table.chains:
             raise Unsupported(f"jump to chain `{name}`, which the file does not create")
-        if depth > 16:
-            raise Unsupported("chains nest deeper than 16 jumps")
+        if depth > MAX_DEPTH:
+            raise Unsupported(f"chains nest deeper than {MAX_DEPTH} jumps")
         back = []
         for rule in self.table.chains[name]:
             held, target = matches(self.ctx, rule.args)
@@ -294,9 +315,24 @@ class Walk:
                 self.passes.append(hit)
             elif verb == "RETURN":
                 back.append(hit)
+            elif verb == GOTO:  # the chain's return is this chain's return
+                back.append(self.chain(target[1], hit, depth + 1))
             elif verb != "DROP":
                 cond = z3.Or(cond, self.chain(verb, hit, depth + 1))
         return z3.Or(cond, *back)
+
+
+def owned(table: Table, owners: dict[str, list]) -> None:
+    """The policy rule of each line of ``owners``' chains, from the artifact's record
+    of them (``meta["lines"]``, ``meta["chains"]``: what the runner and ``pfc status``
+    read counters by); a large policy's lines carry no ``# rule N`` comments."""
+    for chain, lines in owners.items():
+        rules = table.chains.get(chain, [])
+        if len(rules) != len(lines):
+            raise Unsupported(f"chain {chain}: {len(rules)} lines, the artifact names "
+                              f"{len(lines)}")
+        for rule, owner in zip(rules, lines, strict=True):
+            rule.counts = owner if isinstance(owner, int) else None
 
 
 def family_behaviour(artifact: Artifact, frame: Frame, family: int,
@@ -305,7 +341,13 @@ def family_behaviour(artifact: Artifact, frame: Frame, family: int,
     text = artifact.files[files["ipv4" if family == 4 else "ipv6"]].decode()
     ctx = Context(frame, family, sets, artifact.meta.get("dev"))
     counts = frozenset(r.index for r in artifact.policy.count_rules)
-    walk = Walk(ctx, parse_restore(text), count_rules=counts)
+    table = parse_restore(text)
+    name = "IPv4" if family == 4 else "IPv6"
+    base = artifact.meta.get("lines", {}).get(name)
+    if base is not None and len(base) == len(table.chains.get(artifact.meta["chain"], [])):
+        owned(table, {artifact.meta["chain"]: base})
+    owned(table, artifact.meta.get("chains", {}).get(name, {}))
+    walk = Walk(ctx, table, count_rules=counts)
     back = walk.chain(artifact.meta["chain"], z3.BoolVal(True))
     passes = z3.Or(back, *walk.passes)  # back in the base chain, whose policy accepts
     return passes, {i: z3.Or(*c) for i, c in walk.counted.items()}
