@@ -118,15 +118,18 @@ class Segments:
             self.out.append(Group(self.key, sorted((lo, hi, rules) for (lo, hi), rules
                                                    in self.spans.items())))
         else:
-            for rules in self.spans.values():
-                self.chain(rules)
+            self.chain([r for rules in self.spans.values() for r in rules])
         self.key, self.spans, self.starts = None, {}, []
 
     def chain(self, rules: list[ir.Rule]) -> None:
-        """Rules to test in order (merged with the chain before, back in rule order)."""
+        """Rules to test in order, after the chain before (they all come later)."""
+        rules = sorted(rules, key=lambda r: self.pos[id(r)])
+        if not rules:
+            return
         if self.out and isinstance(self.out[-1], list):
-            rules = self.out.pop() + rules
-        self.out.append(sorted(rules, key=lambda r: self.pos[id(r)]))
+            self.out[-1].extend(rules)
+        else:
+            self.out.append(rules)
 
 
 def estimate(segments: list[Segment]) -> int:
