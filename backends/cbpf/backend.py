@@ -169,9 +169,9 @@ def _biggest_list(rule: ir.Rule) -> str:
     return f" ({count:,} {what} in `{field}`)"
 
 
-MANY_RULES = ("cbpf fits a few hundred rules of addresses and ports (ClassBench: 150 "
-              "rules are about 1,500 instructions); the eBPF hooks socket, tc and xdp, "
-              "and nft (verdict maps), take thousands (docs/scale.md)")
+MANY_RULES = ("cbpf fits about 400-600 rules of addresses and ports (ClassBench-style; "
+              "docs/cbpf.md); the eBPF hooks socket, tc and xdp, and nft (verdict maps), "
+              "take thousands (docs/scale.md)")
 
 
 def _too_large(what: str, span, hint: str | None = None) -> Diagnostic:
