@@ -36,6 +36,7 @@ of ``jeq``), which the backend tries when the searches do not fit.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from dataclasses import dataclass
 
 from pfc.backends.cbpf import cfg
@@ -133,12 +134,12 @@ class Segments:
 
 
 def estimate(segments: list[Segment]) -> int:
-    """About how many instructions the segments take: ``_cost`` per rule, two
-    compares per interval of a group."""
+    """About how many instructions the segments take: ``_cost`` per rule, a compare
+    per interval of a group (whose rules' address compare is decided)."""
     total = 0
     for seg in segments:
         if isinstance(seg, Group):
-            total += sum(2 + sum(_cost(r) - 2 for r in rules) for _, _, rules in seg.spans)
+            total += sum(1 + sum(_cost(r) - 1 for r in rules) for _, _, rules in seg.spans)
         else:
             total += sum(_cost(r) for r in seg)
     return total
@@ -169,19 +170,42 @@ def plan(policy: ir.Policy, l3: int, groups: bool = True) -> Plan:
         not _has_l4(r) and cfg.ip_end(r, 4, l3) < l3 + cfg.IP4_HLEN)]
     valid = Segments(groups).run(v4) if cfg.l4_base(policy, l3) else []
     plain = Segments(groups).run([r for r in v4 if not _has_l4(r)])
-    size = sum(_cost(r) for r in other + short) + estimate(valid) + estimate(plain) + 12
+    size = (sum(_cost(r, 6) for r in other) + sum(_cost(r) for r in short) +
+            estimate(valid) + estimate(plain) + 12 - _repeated(policy))
     return Plan(other, short, valid, plain, size)
+
+
+def _repeated(policy: ir.Policy) -> int:
+    """What ``estimate`` counts for rules that repeat an earlier rule's matches (they
+    never decide: the optimiser removes them)."""
+    seen: set = set()
+    total = 0
+    for rule in policy.rules:
+        key = (rule.family, rule.proto, tuple(
+            dataclasses.replace(m, span=None) if hasattr(m, "span") else m
+            for m in rule.matches))
+        try:
+            if key in seen:
+                total += _cost(rule) * (len(rule.family.versions)
+                                        if rule.family is not ir.Family.ANY else 1)
+            seen.add(key)
+        except TypeError:  # a match that cannot be hashed: counted
+            continue
+    return total
 
 
 def _has_l4(rule: ir.Rule) -> bool:
     return any(ir.FIELDS[m.field].layer is ir.Layer.TRANSPORT for m in rule.matches)
 
 
-def _cost(rule: ir.Rule) -> int:
+def _cost(rule: ir.Rule, version: int = 4) -> int:
+    """About how many compares the rule's tests for one family take, loads left out
+    (a run of rules often shares them): an estimate low rather than high, so that no
+    policy that would fit is refused by it."""
     if rule.family is ir.Family.ANY:
         return 1
-    return 1 + (rule.proto is not None) + sum(
-        1 + cm.tests_needed(m, rule.family.versions) for m in rule.matches)
+    return (rule.proto is not None) + sum(cm.tests_needed(m, (version,))
+                                          for m in rule.matches)
 
 
 # ------------------------------------------------------------------------------ graph
