@@ -35,6 +35,7 @@ from pfc.backends.cbpf import asm as cbpf_asm
 from pfc.backends.cbpf import cfg as cbpf_cfg
 from pfc.backends.cbpf import match as cbpf_match
 from pfc.backends.cbpf import opt as cbpf_opt
+from pfc.backends.cbpf import tree as cbpf_tree
 from pfc.backends.cbpf.graph import ETHER, LINKS, MAX_INSNS, Link
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import CompileError, Diagnostic, error
@@ -60,6 +61,8 @@ def compile_policy(policy: ir.Policy, optimise: bool = True, link: Link = ETHER,
     ``link``; CompileError if ``hook`` could not take it (``LIMITS``): at once, before
     any graph is built, when the matches alone need far more than 4096 (``too_large``).
     """
+    if cbpf_tree.applies(policy):
+        return _tree(policy, link, hook, optimise)
     early = too_large(policy)
     if early is not None:
         raise CompileError([early])
@@ -71,6 +74,36 @@ def compile_policy(policy: ir.Policy, optimise: bool = True, link: Link = ETHER,
         raise CompileError([_too_long(policy, len(insns), hook)])
     return insns
 
+
+# The tree's estimate counts compares, not loads: 0.63-0.99 times the exact count
+# (ClassBench acl/fw/ipc, port rules of both families: docs/cbpf.md).
+TREE_MARGIN = 1.15
+
+
+def _tree(policy: ir.Policy, link: Link, hook: str, optimise: bool) -> list[Insn]:
+    """A large policy by ``cbpf_tree``: with binary searches (fewer tests per packet),
+    else, when that is too long, as chains (the smaller program). Refused at once when
+    one rule alone, or the estimate, passes BPF_MAXINSNS (``TREE_MARGIN``)."""
+    early = too_large(policy, rules_only=True)
+    if early is not None:
+        raise CompileError([early])
+    size = None
+    for groups in (True, False):
+        plan = cbpf_tree.plan(policy, link.l3, groups)
+        if plan.size > TREE_MARGIN * LIMITS[hook][0]:
+            continue
+        graph = cbpf_tree.build(policy, link, plan)
+        if optimise:
+            cbpf_opt.optimise(graph, cbpf_cfg.implications(link))
+        insns = cbpf_asm.assemble(graph)
+        if len(insns) <= LIMITS[hook][0]:
+            return insns
+        size = len(insns) if size is None else min(size, len(insns))
+    if size is not None or hook != "socket":
+        raise CompileError([_too_long(policy, size or plan.size, hook)])
+    raise CompileError([_too_large(
+        f"{_rules_need(len(policy.rules))} about {plan.size:,} instructions",
+        policy.rules[0].span, MANY_RULES)])
 
 
 def limits(policy: ir.Policy) -> list[Diagnostic]:
@@ -101,7 +134,8 @@ def _rules_need(count: int) -> str:
     return "the policy's 1 rule needs" if count == 1 else f"the policy's {count:,} rules need"
 
 
-def too_large(policy: ir.Policy, margin: int = 2) -> Diagnostic | None:
+def too_large(policy: ir.Policy, margin: int = 2,
+              rules_only: bool = False) -> Diagnostic | None:
     """An error on the largest rule when the policy's matches need more than ``margin``
     times BPF_MAXINSNS tests (``cbpf_match.tests_needed``), else None. Classic BPF has
     no maps: a set of N addresses is N to 2N tests, and the optimiser and assembler
@@ -113,6 +147,8 @@ def too_large(policy: ir.Policy, margin: int = 2) -> Diagnostic | None:
     if total <= margin * MAX_INSNS:
         return None
     size, rule = max(sizes, key=lambda pair: pair[0])
+    if rules_only and size <= MAX_INSNS:  # the tree is sized on its own (cbpf_tree)
+        return None
     if size <= MAX_INSNS:  # many small rules: name the one that passes the limit
         running = itertools.accumulate(n for n, _ in sizes)
         crossing = next(r for (_, r), sum_ in zip(sizes, running, strict=True)
@@ -135,9 +171,9 @@ def _biggest_list(rule: ir.Rule) -> str:
     return f" ({count:,} {what} in `{field}`)"
 
 
-MANY_RULES = ("cbpf fits a few hundred rules of addresses and ports (ClassBench: 150 "
-              "rules are about 1,500 instructions); the eBPF hooks socket, tc and xdp, "
-              "and nft (verdict maps), take thousands (docs/scale.md)")
+MANY_RULES = ("cbpf fits about 400-600 rules of addresses and ports (ClassBench-style; "
+              "docs/cbpf.md); the eBPF hooks socket, tc and xdp, and nft (verdict maps), "
+              "take thousands (docs/scale.md)")
 
 
 def _too_large(what: str, span, hint: str | None = None) -> Diagnostic:
