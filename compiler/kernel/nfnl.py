@@ -23,6 +23,8 @@ import socket
 import struct
 from dataclasses import dataclass
 
+from pfc.frontend.matches import merge_ranges
+
 NETLINK_NETFILTER = 12
 NFNL_SUBSYS_NFTABLES = 10
 NFNL_MSG_BATCH_BEGIN, NFNL_MSG_BATCH_END = 0x10, 0x11
@@ -278,14 +280,4 @@ def ranges(elements: list[Element], interval: bool) -> list[tuple[int, int]]:
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Sorted spans, overlapping and adjacent ones merged."""
-    out: list[tuple[int, int]] = []
-    last = -2
-    for lo, hi in spans:
-        if lo <= last + 1:
-            if hi > last:
-                out[-1] = (out[-1][0], hi)
-                last = hi
-        else:
-            out.append((lo, hi))
-            last = hi
-    return out
+    return list(merge_ranges(spans))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pfc.deploy import snapshot
 from pfc.deploy.base import LoadError
-from pfc.frontend.matches import subtract_ranges
+from pfc.frontend.matches import merge_ranges, subtract_ranges
 from pfc.frontend.source import SourceFile
 from pfc.frontend.values import read_set_file
 
@@ -93,17 +93,7 @@ def _slow(name: str, lines: list[str], label: str, done: bool,
 
 def merge(ranges: Ranges) -> Ranges:
     """Sorted, overlapping and adjacent ranges merged."""
-    out: Ranges = []
-    last = -2
-    for lo, hi in sorted(ranges):
-        if lo <= last + 1:
-            if hi > last:
-                out[-1] = (out[-1][0], hi)
-                last = hi
-        else:
-            out.append((lo, hi))
-            last = hi
-    return out
+    return list(merge_ranges(ranges))
 
 
 def new_contents(op: str, old: Contents, given: Contents) -> Contents:
