@@ -172,11 +172,20 @@ def family_files(policy: ir.Policy, s: Setup, lowering: low.Lowering) -> dict[in
             tail = [(line, st.LOG_OWNER) for line in logs] + [(default, None)]
             out[family] |= tr.tree_family(items, family, s.chain,
                                           functools.partial(pairs, policy, lowering, s), tail)
+            out[family]["notes"] = notes(policy, family)
             continue
         found, owners = entries(policy, family, lowering, s.chain, s.notrack)
         out[family] |= {"entries": found,
                         "owners": owners + [st.LOG_OWNER] * len(logs) + [None]}
     return out
+
+
+def notes(policy: ir.Policy, family: int) -> dict[int, str]:
+    """A large policy's comment per rule (``# rule N, line L: TEXT``), printed before
+    each run of a rule's lines in the tree's chains: a rule met in several leaves is
+    named in each."""
+    return {r.index: f"rule {r.index}, line {r.line}: {printable(describe(r))}"
+            for r in policy.rules if family in r.family.versions}
 
 
 def _items(policy: ir.Policy) -> list | None:

@@ -59,6 +59,31 @@ def test_tree_chains_are_short(small):
     assert len(art.meta["lines"]["IPv4"]) < 5  # the main chain only jumps
 
 
+def test_tree_lines_name_their_rule(small):
+    """Each run of a rule's lines in the tree's chains follows `# rule N, line L: TEXT`
+    (the ordered chain's comment), so a reader of the restore file can find the rule."""
+    rules = cb.generate("acl", 300, seed=2)
+    art = compiled(rules.text())
+    text = art.files[art.meta["files"]["ipv4"]].decode()
+    owners = art.meta["chains"]["IPv4"]
+    named = 0
+    for chain, lines in owners.items():
+        body = [ln for ln in text.splitlines() if ln.startswith(f"-A {chain} ")
+                or ln.startswith("# rule ")]
+        previous = None
+        at = 0
+        for i, line in enumerate(body):
+            if not line.startswith("-A"):
+                continue
+            owner = lines[at]
+            at += 1
+            if isinstance(owner, int) and owner != previous:
+                assert body[i - 1].startswith(f"# rule {owner}, line "), (chain, line)
+                named += 1
+            previous = owner
+    assert named > 100
+
+
 @pytest.fixture(scope="module")
 def lab():
     reason = netns.missing_privileges()
