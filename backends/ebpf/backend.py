@@ -86,7 +86,8 @@ def _stem(policy: ir.Policy, hook: str) -> str:
 
 def _classifier(policy: ir.Policy, hook: str, options: Options):
     """The classifier's plan when the policy takes that path (``options.extra
-    ["classify"]``: ``auto``, the default, by size; ``always``; ``never``), else None."""
+    ["classify"]``: ``auto``, the default, by size; ``always``; ``never``), else None;
+    ``options.extra["flow_cache"]``: its flow cache (``classify.plan.flow_cache``)."""
     from pfc.backends.ebpf.classify import plan as classify_plan
 
     mode = options.extra.get("classify", "auto")
@@ -94,7 +95,8 @@ def _classifier(policy: ir.Policy, hook: str, options: Options):
         raise ValueError(f"classify: `{mode}` is not one of auto, always, never")
     if mode == "never" or (mode == "auto" and not classify_plan.wanted(policy, hook)):
         return None
-    return classify_plan.classify_plan(policy, hook)
+    cache = classify_plan.flow_cache(options.extra.get("flow_cache"))
+    return classify_plan.classify_plan(policy, hook, cache)
 
 
 def emit(policy: ir.Policy, options: Options) -> Artifact:

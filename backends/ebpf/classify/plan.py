@@ -27,6 +27,41 @@ MAX_REDIRECTS = 64
 ACT_DROP, ACT_PASS, ACT_COUNT, ACT_REDIRECT = 0, 1, 2, 3
 ACT_SHIFT = 24
 MAX_SLOTS = 1 << ACT_SHIFT
+FLOW_CACHE_SLOTS = 4096  # per CPU, 64 bytes each: 256 KiB per CPU (docs/ebpf.md)
+FC_ENTRY_BYTES = 64  # struct pfc_fc_entry (templates/ebpf/flowcache.c.j2)
+
+
+@dataclass(frozen=True)
+class FlowCache:
+    """The flow cache in front of the classifier (``templates/ebpf/flowcache.c.j2``):
+    ``slots`` entries per CPU (a power of two); ``defeat``: every lookup misses while
+    entries are still written (the benchmark's miss path)."""
+
+    slots: int
+    defeat: bool = False
+
+    @property
+    def bits(self) -> int:
+        return self.slots.bit_length() - 1
+
+    def stats(self) -> dict:
+        return {"slots": self.slots, "entry_bytes": FC_ENTRY_BYTES,
+                "bytes_per_cpu": self.slots * FC_ENTRY_BYTES, "defeat": self.defeat}
+
+
+def flow_cache(knob) -> FlowCache | None:
+    """The cache from the build option ``extra["flow_cache"]``: None (the default,
+    :data:`FLOW_CACHE_SLOTS`), a power of two >= 2 (slots per CPU), 0 (no cache), or
+    ``"miss"`` (the default size, defeated: benchmarks)."""
+    if knob is None or knob == "miss":
+        return FlowCache(FLOW_CACHE_SLOTS, knob == "miss")
+    slots = int(knob)
+    if slots == 0:
+        return None
+    if slots < 2 or slots & (slots - 1) or slots > 1 << 24:
+        raise ValueError(f"flow_cache: {knob!r} is not 0, \"miss\" or a power of two "
+                         "from 2 to 2**24")
+    return FlowCache(slots)
 
 
 @dataclass
@@ -43,6 +78,7 @@ class ClassifyPlan:
     tables: tables.Tables
     redirects: list[ebpf_plan.RedirectPlan]
     rules: int
+    cache: FlowCache | None = None
     build_s: float = 0.0
     sets: tuple = ()
     stats: dict = field(default_factory=dict)
@@ -88,8 +124,10 @@ def actions(policy: ir.Policy, slots: counters.Slots) -> tuple[list[int], list]:
     return out, plans
 
 
-def classify_plan(policy: ir.Policy, hook: str) -> ClassifyPlan | None:
-    """The classifier for ``policy``, or None when a rule cannot be classified."""
+def classify_plan(policy: ir.Policy, hook: str, cache: FlowCache | None = None
+                  ) -> ClassifyPlan | None:
+    """The classifier for ``policy`` (with the flow cache ``cache``), or None when a
+    rule cannot be classified."""
     if len(policy.rules) >= MAX_SLOTS or policy.default_audit:
         return None
     if hook == "socket" and any(isinstance(r.action, ir.Redirect) for r in policy.rules):
@@ -112,12 +150,13 @@ def classify_plan(policy: ir.Policy, hook: str) -> ClassifyPlan | None:
     l2 = 18 if hook == "xdp" else 14
     features = frozenset(["redirect"] if redirects else [])
     plan = ClassifyPlan(hook, policy.default.value, slots, l2 + 60 + (18 if redirects else 4),
-                        l4, features, built, redirects, len(policy.rules))
+                        l4, features, built, redirects, len(policy.rules), cache)
     plan.build_s = time.perf_counter() - t0
     plan.stats = {"rules": len(policy.rules), "words": built.words, "summary_words": built.sums,
                   "groups": [p.words * 64 for p in built.groups],
                   "count_rules": sum(not c.terminal for c in cs),
                   "classes": {f.name: f.classes for f in built.fields},
                   "dense": built.dense, "map_bytes": tables.memory(built),
-                  "build_s": round(plan.build_s, 3)}
+                  "build_s": round(plan.build_s, 3),
+                  "flow_cache": cache.stats() if cache else None}
     return plan
