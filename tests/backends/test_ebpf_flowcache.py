@@ -1,0 +1,150 @@
+"""The flow cache in front of the eBPF classifier (templates/ebpf/flowcache.c.j2).
+
+A hit must do exactly what the miss path did for that key: the same verdict, the same
+rewritten bytes, the same counters (the decider's or the default's, and every count
+rule that held). Frames are sent several times, interleaved, with the test pinned to
+one CPU (the cache is per CPU), so the second and later copies hit; a tiny cache makes
+flows collide and evict each other; poisoned entries show the hits are served from the
+cache; a fresh, all-zero cache never hits.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from pfc.backends.ebpf import run as ebpf_run
+from pfc.backends.ebpf.classify import plan as classify_plan
+from pfc.build import build_artifact
+from pfc.frontend.pipeline import compile_text
+from pfc.oracle import gen
+from tests.backends.test_ebpf import kernel
+from tests.backends.test_ebpf_classify import check, mixed_policy
+
+CACHE = "pfc_flow_cache"
+DECIDE = 40  # struct pfc_fc_entry: key[5] (40 bytes), decide, nc, cs[4]
+
+
+def build(text: str, hook: str, cache=None):
+    compiled = compile_text(text, "fc.pf")
+    artifact, diags = build_artifact(compiled, hook, extra={"flow_cache": cache})
+    assert artifact is not None and "classifier" in artifact.meta, diags[:3]
+    return artifact
+
+
+@pytest.fixture
+def one_cpu():
+    """The test on one CPU: every test run sees the same per-CPU cache."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(before)})
+    yield
+    os.sched_setaffinity(0, before)
+
+
+def repeated(frames: list[bytes], times: int, seed: int) -> list[bytes]:
+    """Each frame ``times`` times: the first copies in order, the rest shuffled."""
+    rest = frames * (times - 1)
+    random.Random(seed).shuffle(rest)
+    return frames + rest
+
+
+def entries(artifact) -> list[tuple[int, bytes]]:
+    """(slot, value) of every stored entry (tag bit set) on any CPU."""
+    cache = ebpf_run.loaded(artifact).maps[CACHE]
+    out = []
+    for slot in range(cache.max_entries):
+        for value in cache.lookup(slot):
+            if int.from_bytes(value[:8], "little"):
+                out.append((slot, value))
+                break
+    return out
+
+
+# ------------------------------------------------------------------------ no kernel
+
+def test_the_knob():
+    assert classify_plan.flow_cache(None).slots == classify_plan.FLOW_CACHE_SLOTS
+    assert classify_plan.flow_cache(0) is None
+    assert classify_plan.flow_cache("miss").defeat
+    assert classify_plan.flow_cache(8).bits == 3
+    for bad in (1, 3, 1 << 25):
+        with pytest.raises(ValueError):
+            classify_plan.flow_cache(bad)
+    art = build(mixed_policy(140, 1, "pass"), "xdp")
+    assert art.meta["classifier"]["flow_cache"]["bytes_per_cpu"] == 4096 * 64
+    text = art.files["fc.xdp.c"].decode()
+    assert "pfc_flow_cache SEC" in text and "| PFC_FC_TAG" in text
+    off = build_artifact(compile_text(mixed_policy(140, 1, "pass"), "fc.pf"), "xdp", "c",
+                         extra={"flow_cache": 0})[0]
+    assert CACHE not in off.text and off.meta["classifier"]["flow_cache"] is None
+
+
+# ---------------------------------------------------------------------- in the kernel
+
+@kernel
+@pytest.mark.parametrize("hook", ["xdp", "tc", "socket"])
+def test_repeated_frames_hit_and_agree(hook, one_cpu):
+    """300 rules (count and redirect rules, IPv4 and IPv6): 200 frames sent 3 times,
+    interleaved: verdicts, rewritten bytes and every counter as the interpreter's."""
+    art = build(mixed_policy(300, 21, "pass", redirect=hook != "socket"), hook)
+    frames = gen.sample(art.policy, 200, seed=3)
+    report = check(art, repeated(frames, 3, seed=1))
+    assert report.seen > 500
+    assert entries(art)  # the cache was filled
+
+
+@kernel
+@pytest.mark.parametrize("hook", ["xdp", "tc"])
+def test_a_tiny_cache_stays_exact_under_collisions(hook, one_cpu):
+    """Two slots per CPU and 150 flows in random order: every lookup finds another
+    flow's entry or its own; evictions and overwrites keep every counter exact."""
+    art = build(mixed_policy(200, 22, "drop"), hook, cache=2)
+    frames = gen.sample(art.policy, 150, seed=4)
+    check(art, repeated(frames, 4, seed=2))
+    assert 1 <= len(entries(art)) <= 2
+
+
+@kernel
+def test_hits_are_served_from_the_cache(one_cpu):
+    """Poisoned entries (each decision replaced by the other verdict) change what the
+    program returns for their flows: the hits read the cache. Emptied, it agrees again."""
+    art = build(mixed_policy(200, 23, "pass", redirect=False), "xdp", cache=64)
+    frames = gen.sample(art.policy, 40, seed=5)
+    check(art, frames)
+    cache = ebpf_run.loaded(art).maps[CACHE]
+    stored = entries(art)
+    assert stored
+    for slot, value in stored:
+        decide = int.from_bytes(value[DECIDE:DECIDE + 4], "little")
+        act = decide >> 24
+        poisoned = (decide & 0xffffff) | ((1 if act != 1 else 0) << 24)
+        cache.update(slot, value[:DECIDE] + poisoned.to_bytes(4, "little") + value[DECIDE + 4:])
+    from pfc import backends
+    from pfc.verifier.equiv import compare
+
+    report = compare(art, backends.get("xdp"), frames)
+    assert any(m.what == "verdict" for m in report.mismatches)
+    cache.reset()
+    check(art, frames)
+
+
+@kernel
+@pytest.mark.parametrize("hook", ["xdp", "tc"])
+def test_the_zero_entry_never_hits(hook):
+    """A fresh cache is all zeros: an entry whose decision would be rule 0 (a drop).
+    Frames whose every field is absent or zero (not IP, runts, truncated headers,
+    all-zero addresses and ports) still get the interpreter's verdict: the default."""
+    rules = mixed_policy(150, 24, "pass").split("\n", 1)[1]
+    art = build("default pass\ndrop tcp dst 10.9.9.9 dport 1\n" + rules, hook)
+    eth = bytes(12)
+    frames = [eth + b"\x08\x06" + bytes(28),                   # ARP: not IP
+              eth + b"\x08\x00",                                 # IPv4, nothing after
+              eth + b"\x08\x00" + bytes(9),                      # IPv4, no protocol byte
+              eth + b"\x08\x00" + b"\x45" + bytes(19),           # IPv4, proto 0, 0.0.0.0
+              eth + b"\x86\xdd" + b"\x60" + bytes(39),           # IPv6, all zero
+              eth + b"\x08\x00" + b"\x45\x00\x00\x28" + bytes(5) + b"\x06" + bytes(30)]
+    frames = [f for f in frames if len(f) >= 14]
+    report = check(art, frames)
+    assert report.counters_got.get(art.policy.rules[0].index, (0, 0))[0] == 0
