@@ -51,16 +51,16 @@ class FlowCache:
 
 def flow_cache(knob) -> FlowCache | None:
     """The cache from the build option ``extra["flow_cache"]``: None (the default,
-    :data:`FLOW_CACHE_SLOTS`), a power of two >= 2 (slots per CPU), 0 (no cache), or
+    :data:`FLOW_CACHE_SLOTS`), a power of two (slots per CPU; 1: every flow collides), 0 (no cache), or
     ``"miss"`` (the default size, defeated: benchmarks)."""
     if knob is None or knob == "miss":
         return FlowCache(FLOW_CACHE_SLOTS, knob == "miss")
     slots = int(knob)
     if slots == 0:
         return None
-    if slots < 2 or slots & (slots - 1) or slots > 1 << 24:
+    if slots < 1 or slots & (slots - 1) or slots > 1 << 24:
         raise ValueError(f"flow_cache: {knob!r} is not 0, \"miss\" or a power of two "
-                         "from 2 to 2**24")
+                         "up to 2**24")
     return FlowCache(slots)
 
 
