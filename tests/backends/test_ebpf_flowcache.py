@@ -69,25 +69,32 @@ V6_HOSTS = ["2001:db8:1::5", "2001:db8:1::6", "2001:db8:1:2::1", "2001:db8::1", 
 PORTS = [0, 22, 53, 80, 443, 1023, 1024, 5005, 8080, 65535]
 
 
-def neighbours(frame: bytes, rng: random.Random) -> list[bytes]:
-    """Copies of an untagged IPv4/IPv6 frame with one key field changed (an address to
-    one the rules name, a port to a rule's edge): keys equal but for one word."""
+def _put(frame: bytes, at: int, data: bytes) -> bytes:
+    return frame[:at] + data + frame[at + len(data):]
+
+
+def neighbours(frame: bytes, rng: random.Random) -> list[tuple[bytes, bytes]]:
+    """Pairs of flows whose keys differ in one word: an untagged IPv4/IPv6 frame and
+    a copy with an address changed to one the rules name, or a port to a rule's edge;
+    for IPv6 also 2001:db8:1::5 against ::6 (the address's last 8 bytes alone)."""
     etype = frame[12:14]
     if etype == b"\x08\x00" and len(frame) >= 34:
-        addrs, hosts, ports_at = ((26, 4), (30, 4)), V4_HOSTS, 14 + (frame[14] & 0xf) * 4
+        addrs, hosts, ports_at = (26, 30), V4_HOSTS, 14 + (frame[14] & 0xf) * 4
         transport = frame[23] in (6, 17)
     elif etype == b"\x86\xdd" and len(frame) >= 54:
-        addrs, hosts, ports_at, transport = ((22, 16), (38, 16)), V6_HOSTS, 54, frame[20] in (6, 17)
+        addrs, hosts, ports_at, transport = (22, 38), V6_HOSTS, 54, frame[20] in (6, 17)
     else:
         return []
     out = []
-    for at, size in addrs:
-        packed = ipaddress.ip_address(rng.choice(hosts)).packed
-        out.append(frame[:at] + packed + frame[at + size:])
+    for at in addrs:
+        out.append((frame, _put(frame, at, ipaddress.ip_address(rng.choice(hosts)).packed)))
+        if hosts is V6_HOSTS:
+            low = [_put(frame, at, ipaddress.ip_address(f"2001:db8:1::{k}").packed)
+                   for k in (5, 6)]
+            out.append((low[0], low[1]))
     if transport and len(frame) >= ports_at + 4:
         for at in (ports_at, ports_at + 2):
-            port = rng.choice(PORTS).to_bytes(2, "big")
-            out.append(frame[:at] + port + frame[at + 2:])
+            out.append((frame, _put(frame, at, rng.choice(PORTS).to_bytes(2, "big"))))
     return out
 
 
@@ -131,13 +138,20 @@ def test_a_tiny_cache_stays_exact_under_collisions(hook, cache, one_cpu):
     """One or two slots per CPU; each flow followed by a copy with one key field
     changed (an address or a port), then all again shuffled: every lookup finds another
     flow's entry or its own; evictions and overwrites keep every verdict and counter
-    exact, and a key that differs in any one word misses."""
-    art = build(mixed_policy(200, 22, "drop"), hook, cache=cache)
+    exact, a key that differs in any one word misses, and a frame counted by more count
+    rules than an entry holds is not cached."""
+    rules = mixed_policy(200, 22, "drop").split("\n", 1)[1]
+    counts = ["ip6 src 2001:db8:1::5", "ip6 dst 2001:db8:1::5", "ip", "tcp", "tcp dport 1-65535",
+              "tcp sport 0-65535", "ip dst 10.0.0.0/8", "ip src 0.0.0.0/8"]  # a tcp frame to 10/8: 5 counted
+    art = build("default drop\n" + "".join(f"count {c}\n" for c in counts) + rules, hook,
+                cache=cache)
     rng = random.Random(6)
     frames = []
     for f in gen.sample(art.policy, 60, seed=4):
-        for n in neighbours(f, rng):  # each right after its flow: they meet in a slot
-            frames += [f, n]
+        for pair in neighbours(f, rng):  # side by side: they meet in a slot
+            frames += pair
+    head = bytes(12) + b"\x08\x00\x45\x00\x00\x14" + bytes(5) + b"\x06"
+    frames += [head + bytes(2), head + bytes(6)]  # the source absent, then 0.0.0.0
     check(art, repeated(frames, 2, seed=2))
     assert 1 <= len(entries(art)) <= cache
 
