@@ -142,7 +142,7 @@ def test_a_tiny_cache_stays_exact_under_collisions(hook, cache, one_cpu):
     rules than an entry holds is not cached."""
     rules = mixed_policy(200, 22, "drop").split("\n", 1)[1]
     counts = ["ip6 src 2001:db8:1::5", "ip6 dst 2001:db8:1::5", "ip", "tcp", "tcp dport 1-65535",
-              "tcp sport 0-65535", "ip dst 10.0.0.0/8", "ip src 0.0.0.0/8"]  # a tcp frame to 10/8: 5 counted
+              "tcp sport 0-65535", "ip dst 10.0.0.0/8", "ip src 0.0.0.0/8"]  # tcp to 10/8: 5
     art = build("default drop\n" + "".join(f"count {c}\n" for c in counts) + rules, hook,
                 cache=cache)
     rng = random.Random(6)

@@ -51,8 +51,8 @@ class FlowCache:
 
 def flow_cache(knob) -> FlowCache | None:
     """The cache from the build option ``extra["flow_cache"]``: None (the default,
-    :data:`FLOW_CACHE_SLOTS`), a power of two (slots per CPU; 1: every flow collides), 0 (no cache), or
-    ``"miss"`` (the default size, defeated: benchmarks)."""
+    :data:`FLOW_CACHE_SLOTS`), a power of two (slots per CPU; 1: every flow collides),
+    0 (no cache), or ``"miss"`` (the default size, defeated: benchmarks)."""
     if knob is None or knob == "miss":
         return FlowCache(FLOW_CACHE_SLOTS, knob == "miss")
     slots = int(knob)
