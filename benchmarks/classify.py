@@ -17,7 +17,15 @@ rules' corners and uniform ones) generated, and every target of the table
   below), of pfc's program for the flavour's 1-rule policy (``1-rule``: the peer of the
   ratios) and of today's linear chain for the N-rule policy (``linear``, while N <=
   ``--linear-max`` and the kernel takes it); the programs of a point run interleaved
-  in every round, so drift hits all alike.
+  in every round, so drift hits all alike. A test run repeats one frame, so the
+  classifier's flow cache hits from the second run on: ``pfc`` is the *hit* cost;
+  ``miss`` is the same policy built with the cache defeated (every lookup misses,
+  every entry is still written: the cost of a new flow) and ``nocache`` without it;
+- ``zipf``: a mixed trace (``--zipf-packets`` packets over ``--zipf-flows`` flows of
+  the trace generator, another seed; flow ranks Zipf-distributed, exponent
+  ``--zipf-s``): ``repeat_share``, the packets whose flow came before (the hit rate of
+  a cache that never evicts), and the cost estimated from it and the measured hit and
+  miss costs (:func:`zipf` says why not measured packet by packet).
 
 nft, iptables and cbpf are measured by ``benchmarks/classify_netfilter.py`` when it is
 present (its ``measure`` has the same signature; another engineer's part of the issue).
@@ -52,7 +60,8 @@ from pfc.frontend.pipeline import compile_path  # noqa: E402
 from pfc.oracle import packets  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
-OPTIONS = {"repeat": 2000, "rounds": 5, "linear_max": 1000}
+OPTIONS = {"repeat": 2000, "rounds": 5, "linear_max": 1000, "zipf_packets": 0,
+           "zipf_flows": 4096, "zipf_s": 1.0}
 # the classifier from this many rules (backends/ebpf/classify/plan.py MIN_RULES)
 
 
@@ -69,10 +78,11 @@ def fdinfo(fd: int) -> dict[str, str]:
 class Loaded:
     """A policy compiled for an eBPF hook and loaded with its maps filled."""
 
-    def __init__(self, path: Path, hook: str, classify: str = "auto") -> None:
+    def __init__(self, path: Path, hook: str, classify: str = "auto", cache=None) -> None:
         t0 = time.perf_counter()
         compiled = compile_path(path)
-        artifact, diags = build_artifact(compiled, hook, extra={"classify": classify})
+        artifact, diags = build_artifact(compiled, hook, extra={"classify": classify,
+                                                                "flow_cache": cache})
         self.compile_s = time.perf_counter() - t0
         if artifact is None:
             raise RuntimeError("; ".join(d.message for d in diags)[:300])
@@ -117,8 +127,38 @@ def cost(progs: dict, frames: list[bytes], hook: str) -> dict[str, float]:
     return {name: round(statistics.median(v), 1) for name, v in per.items()}
 
 
+def zipf_trace(frames: list[bytes], seed: int = 7) -> tuple[list[bytes], float]:
+    """``zipf_packets`` packets over the frames (flows), rank k drawn with weight
+    1/k^s; and the share of packets whose flow came before."""
+    import random
+
+    rng = random.Random(seed)
+    flows = frames
+    weights = [1 / (k + 1) ** OPTIONS["zipf_s"] for k in range(len(flows))]
+    picks = rng.choices(range(len(flows)), weights, k=OPTIONS["zipf_packets"])
+    seen: set[int] = set()
+    again = 0
+    for p in picks:
+        again += p in seen
+        seen.add(p)
+    return [flows[p] for p in picks], again / len(picks)
+
+
+def zipf(ns: dict[str, float], frames: list[bytes], hook: str) -> dict:
+    """The mixed trace (module doc): its repeat share, and the ns/packet it would cost
+    at that hit rate from the hit and miss costs measured (an estimate: a test run of
+    one packet is dominated by cold caches and the run's own cost; and collisions in
+    the cache lower the hit rate below the repeat share when flows near its size)."""
+    seen = [v for v in (view(hook, f) for f in frames) if v is not None]
+    packets, share = zipf_trace(seen)
+    est = share * ns["pfc"] + (1 - share) * ns["miss"]
+    return {"packets": len(packets), "flows": len({bytes(p) for p in packets}),
+            "repeat_share": round(share, 3), "estimated_ns": round(est, 1),
+            "estimated_ratio": round(est / ns["1-rule"], 2) if "1-rule" in ns else None}
+
+
 def measure_ebpf(target: str, policy_path: Path, trace_frames: list[bytes], *,
-                 peer_path: Path | None = None) -> dict:
+                 peer_path: Path | None = None, zipf_frames: list[bytes] = ()) -> dict:
     """pfc's program for the policy on hook ``target`` beside the 1-rule policy
     (``peer_path``) and today's linear chain (module doc)."""
     out: dict = {}
@@ -138,7 +178,16 @@ def measure_ebpf(target: str, policy_path: Path, trace_frames: list[bytes], *,
                 out["linear"] = loaded["linear"].facts()
             except Exception as exc:  # noqa: BLE001
                 out["linear"] = {"status": f"failed: {str(exc).splitlines()[0][:200]}"}
+        if out["classifier"]:
+            out["flow_cache"] = loaded["pfc"].artifact.meta["classifier"]["flow_cache"]
+            out["flow_cache"]["memlock"] = int(fdinfo(
+                loaded["pfc"].obj.maps["pfc_flow_cache"].fd).get("memlock", 0))
+            for name, knob in (("miss", "miss"), ("nocache", 0)):
+                loaded[name] = Loaded(policy_path, target, cache=knob)
+                out[name] = loaded[name].facts()
         out["ns"] = cost({k: v.prog for k, v in loaded.items()}, trace_frames, target)
+        if out["classifier"] and zipf_frames:
+            out["zipf"] = zipf(out["ns"], list(zipf_frames), target)
         if "1-rule" in out["ns"]:
             base = out["ns"]["1-rule"]
             out["ratio"] = {k: round(v / base, 2) for k, v in out["ns"].items()}
@@ -172,10 +221,12 @@ def one_point(flavour: str, n: int, targets: dict[str, Measure], workdir: Path,
     peer = workdir / f"{flavour}-1.pf"
     peer.write_text(classbench.generate(flavour, 1, 0).text())
     trace = classbench.trace(rules, frames, seed)
+    zipf_frames = classbench.trace(rules, OPTIONS["zipf_flows"], seed + 1) \
+        if OPTIONS["zipf_packets"] else []
     point: dict = {"flavour": flavour, "rules": n, "load_average": os.getloadavg()[0],
                    "targets": {}}
     for name, fn in targets.items():
-        kwargs = {"peer_path": peer} if fn is measure_ebpf else {}
+        kwargs = {"peer_path": peer, "zipf_frames": zipf_frames} if fn is measure_ebpf else {}
         try:
             point["targets"][name] = fn(name, path, trace, **kwargs)
         except Exception as exc:  # noqa: BLE001 - one target's failure is a result
@@ -187,8 +238,9 @@ def table(points: list[dict], targets) -> str:
     lines = []
     for target in targets:
         lines += [f"\n{target}: ns/packet (ratio to the 1-rule policy); compile, load, maps",
-                  "| flavour | rules | 1-rule | linear (today) | pfc | compile s | load s "
-                  "| map memory |", "|---|--:|--:|--:|--:|--:|--:|--:|"]
+                  "| flavour | rules | 1-rule | linear (today) | pfc (cache hit) | miss "
+                  "| no cache | compile s | load s | map memory |",
+                  "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
         for p in points:
             t = p["targets"].get(target, {})
             ns, ratio = t.get("ns", {}), t.get("ratio", {})
@@ -201,7 +253,8 @@ def table(points: list[dict], targets) -> str:
                 "refused" if "status" in t.get("linear", {}) else "—")
             mem = t.get("map_bytes")
             lines.append(f"| {p['flavour']} | {p['rules']:,} | {cell('1-rule')} | {linear} "
-                         f"| {cell('pfc')} | {t.get('compile_s', '—')} | "
+                         f"| {cell('pfc')} | {cell('miss')} | {cell('nocache')} "
+                         f"| {t.get('compile_s', '—')} | "
                          f"{t.get('load_s', '—')} | "
                          + (f"{mem / 2**20:.1f} MiB" if mem else "—") + " |")
     return "\n".join(lines)
@@ -246,10 +299,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=OPTIONS["repeat"])
     ap.add_argument("--rounds", type=int, default=OPTIONS["rounds"])
     ap.add_argument("--linear-max", type=int, default=OPTIONS["linear_max"])
+    ap.add_argument("--zipf-packets", type=int, default=0, help="a mixed trace of this "
+                    "many packets (0: none)")
+    ap.add_argument("--zipf-flows", type=int, default=OPTIONS["zipf_flows"])
+    ap.add_argument("--zipf-s", type=float, default=1.0)
     ap.add_argument("--out", type=Path, default=RESULTS / "classify.json")
     ap.add_argument("--plot", type=Path)
     args = ap.parse_args(argv)
-    OPTIONS.update(repeat=args.repeat, rounds=args.rounds, linear_max=args.linear_max)
+    OPTIONS.update(repeat=args.repeat, rounds=args.rounds, linear_max=args.linear_max,
+                   zipf_packets=args.zipf_packets, zipf_flows=args.zipf_flows,
+                   zipf_s=args.zipf_s)
     known = TARGETS | _netfilter_targets()
     names = args.targets.split(",") if args.targets else list(known)
     unknown = [t for t in names if t not in known]
