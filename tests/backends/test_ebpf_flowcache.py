@@ -198,3 +198,33 @@ def test_the_zero_entry_never_hits(hook):
     frames = [f for f in frames if len(f) >= 14]
     report = check(art, frames)
     assert report.counters_got.get(art.policy.rules[0].index, (0, 0))[0] == 0
+
+
+@kernel
+def test_pfc_set_on_a_classified_policy_is_seen_by_the_next_packet(tmp_path, monkeypatch):
+    """The classifier's maps never change after load (its set is part of its tables), so
+    ``pfc set`` replaces the whole program, cache included: a flow cached as passed is
+    dropped on its next packet once its source joins the set."""
+    from pfc.kernel import netns
+    from tests.deploy import test_load as dl
+    from tests.deploy.test_sets import STAY, from_
+
+    monkeypatch.setenv("PFC_STATE_DIR", str(tmp_path / "state"))
+    (tmp_path / "bl.txt").write_text("10.99.0.1\n")
+    rules = mixed_policy(150, 25, "pass", redirect=False).split("\n", 1)[1]
+    path = tmp_path / "cls.pf"
+    path.write_text('default pass\nset bl = file "bl.txt"\ndrop src $bl\n' + rules)
+    with netns.lab() as lab:
+        code, _, err = dl.pfc("load", path, "--target", "tc", "--dev", lab.dut, "--netns",
+                              lab.name)
+        assert code == 0, err
+        from pfc.frontend.pipeline import compile_path
+
+        assert "classifier" in build_artifact(compile_path(path), "tc", "c")[0].meta
+        dl.deliver(lab, [from_(lab, STAY, k) for k in range(3)])  # the flow is cached
+        assert dl.counters_of(dl.entry(lab, "tc"))[0][0] == 0
+        code, out, err = dl.pfc("set", "add", "bl", STAY, "--dev", lab.dut, "--netns",
+                                lab.name)
+        assert code == 0 and "policy replaced atomically" in out, (out, err)
+        dl.deliver(lab, [from_(lab, STAY, 3)])
+        assert dl.counters_of(dl.entry(lab, "tc"))[0][0] == 1  # dropped by rule 0
