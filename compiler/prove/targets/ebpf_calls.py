@@ -76,10 +76,13 @@ def bpf_loop(vm: Machine, s: State):
     big = z3.UGT(count, MAX_LOOPS)
     ended: list[tuple[State, z3.BitVecRef]] = [(s.guarded(big), s64(E2BIG))]
     going, i = s.guarded(z3.Not(big)), 0
+    most = vm.values.bound(count)
     while True:
         more = z3.ULT(z3.BitVecVal(i, 32), count)
         ended.append((going.guarded(z3.Not(more)), s64(i)))
-        if not _possible(z3.And(going.cond, more)):
+        if most is not None and i >= most:
+            break  # the count is never larger: no more calls
+        if most is None and not _possible(z3.And(going.cond, more)):
             break
         if i > 64:
             raise Unsupported("bpf_loop runs more than 65 times on some path: not modelled")
@@ -91,7 +94,7 @@ def bpf_loop(vm: Machine, s: State):
         ended.append((after.guarded(stop), s64(i + 1)))
         going = after.guarded(z3.Not(stop))
         i += 1
-    live = [(st, r) for st, r in ended if not z3.is_false(z3.simplify(st.cond))]
+    live = [(st, r) for st, r in ended if vm.values.constant(st.cond) != 0]
     out = merge([st for st, _ in live])
     value = live[-1][1]
     for st, r in reversed(live[:-1]):

@@ -200,9 +200,10 @@ def _jump(vm: Machine, pc: int, s: State, op, dst, src, off, imm, narrow: bool):
     if code == 0x80:
         return [(pc + 1, ebpf_helpers.call(vm, pc, s, imm))]
     other = s.reg(src) if op & 0x08 else scalar(s64(imm))
-    test = z3.simplify(_compare(vm, s.reg(dst), other, _TESTS[code], narrow, pc))
-    if z3.is_true(test) or z3.is_false(test):  # a branch never taken is dead, as the
-        return [(pc + 1 + off if z3.is_true(test) else pc + 1, s)]  # verifier knows it
+    test = _compare(vm, s.reg(dst), other, _TESTS[code], narrow, pc)
+    known = vm.values.constant(test)
+    if known is not None:  # a branch never taken is dead, as the verifier knows it
+        return [(pc + 1 + off if known else pc + 1, s)]
     return [(pc + 1 + off, s.guarded(test)), (pc + 1, s.guarded(z3.Not(test)))]
 
 

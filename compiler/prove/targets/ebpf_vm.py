@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import z3
 
 from pfc.prove.frame import Behaviour, Frame
-from pfc.prove.targets import ebpf_tables
+from pfc.prove.targets import ebpf_tables, ebpf_values
 from pfc.prove.targets.cbpf import Invalid, Unsupported
 
 BV64 = z3.BitVecSort(64)
@@ -39,6 +39,7 @@ CTX_FIELDS = {"xdp": {0: "data", 4: "end"},
               "socket": {0: "len", 76: "data", 80: "end", 16: "protocol"}}
 VERDICTS = {"xdp": (2, 1), "tc": (0, 2)}  # (pass, drop)
 MAX_ROUNDS = 130  # iterations of one loop (the classifier's: at most 64 per word)
+HEAVY = 64  # entries of an array whose reads make terms too big for z3.simplify
 SIZES = {0x00: 4, 0x08: 2, 0x10: 1, 0x18: 8}
 Value = tuple
 
@@ -161,6 +162,7 @@ class Machine:
         regs = [("bad",)] * 11
         regs[1], regs[10] = ("ctx", 0), ("fp", 0)
         self.returns, self._cfgs = [], {}
+        self.values = ebpf_values.Values()
         self.body(0, State(TRUE, tuple(regs), {}, self.frame.data))
         return self.result
 
@@ -184,7 +186,7 @@ class Machine:
                         raise Invalid(f"instruction {pc} jumps outside the program")
                     if (pc, target) not in back:
                         incoming.setdefault(target, []).append(nxt)
-                    elif not z3.is_false(z3.simplify(nxt.cond)):
+                    elif self.values.constant(nxt.cond) != 0:
                         pending.setdefault(target, []).append(nxt)
         raise Unsupported(f"a loop at instruction {start} runs more than {MAX_ROUNDS} "
                           "times on some path: not modelled")
@@ -246,8 +248,10 @@ class Machine:
     def value_bytes(self, base: Value, off: int, size: int) -> z3.BitVecRef:
         """``size`` bytes at ``off`` into the value a lookup found (little-endian as a
         load reads them): the map's contents, zero where it holds nothing."""
-        at = base[3] + off
-        return ebpf_tables.read(self.maps[base[1]], base[2], at, size)
+        info = self.maps[base[1]]
+        if info.kind in ebpf_tables.ARRAYS and len(info.contents) > HEAVY:
+            self.values.heavy = True
+        return ebpf_tables.read(info, base[2], base[3] + off, size)
 
     def spill(self, s: State, at: int, value: Value) -> State:
         """A pointer saved on the stack (8 bytes at ``at``), given back by a load."""
