@@ -1,12 +1,13 @@
-"""eBPF instructions executed symbolically, loop-free, states merged where paths meet.
+"""eBPF instructions executed symbolically, states merged where paths meet.
 
 Registers hold typed values, as the verifier tracks them: scalars (64-bit), the
 context pointer, packet pointers (an offset from the frame's first byte), the packet
 end, stack pointers, map pointers and map value pointers (which may be NULL), and
 pointers into read-only data sections. Memory is little-endian. Where paths meet,
 values of one kind are merged with ``If``; values of different kinds become unusable
-(a program using one is refused). A jump backwards (a loop clang did not unroll) is
-refused.
+(a program using one is refused). A bounded loop (a back edge clang kept) is unrolled
+in rounds (:meth:`Machine.body`); calls and ``bpf_loop`` are in
+:mod:`pfc.prove.targets.ebpf_calls`.
 
 What a hook gives the program: XDP ``xdp_md.data``/``data_end`` (offsets 0 and 4);
 tc and socket filters ``__sk_buff.len`` (0), ``data`` (76), ``data_end`` (80) over the
