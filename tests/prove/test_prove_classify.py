@@ -152,3 +152,15 @@ def test_loop_bounds_relate_uses_of_one_word() -> None:
     count = z3.LShR(x * 0x0101010101010101, 56)
     assert ebpf_values.Values().bound(count) == 2
     assert ebpf_calls.MAX_DEPTH == 8
+
+
+def test_a_classifier_with_a_redirect_is_proved() -> None:
+    """``redirect`` runs in a global function (a BPF-to-BPF call): the rewritten bytes,
+    checksums included, are proved (tc; xdp takes about 45 s, docs/prove.md)."""
+    lines = cb.generate("acl", 30, seed=3, default="drop").text().splitlines()
+    lines.insert(3, "redirect udp dst 192.168.64.2 dport 8080 to 10.0.1.2:8083")
+    compiled = compile_text("\n".join(lines) + "\n", "r.pf")
+    built, diags = build_artifact(compiled, "tc", extra={"classify": "always"})
+    assert built is not None and "classifier" in built.meta, diags
+    result = proof.prove(built, compiled.require())
+    assert result.equal, (result.expected, result.modelled, result.witness.hex(), result.note)
