@@ -164,3 +164,23 @@ def test_a_classifier_with_a_redirect_is_proved() -> None:
     assert built is not None and "classifier" in built.meta, diags
     result = proof.prove(built, compiled.require())
     assert result.equal, (result.expected, result.modelled, result.witness.hex(), result.note)
+
+
+def test_instruction_mutants_of_a_classifier_are_judged_in_the_kernel() -> None:
+    """One-change mutants of the classifier's object (jump targets, constants, load
+    offsets, swapped branches, a removed rule), judged as tests/prove/test_prove.py
+    judges the linear programs': a difference is confirmed in the kernel, a mutant
+    proved equal agrees with the interpreter on samples, the models refuse nothing the
+    kernel loads."""
+    from pfc.prove import mutate
+    compiled, built = classified(30, "tc")
+    policy = compiled.require()
+    seen: dict[str, list] = {k: [] for k in mutate.OUTCOMES}
+    with mutate.lab("tc"):
+        for m in mutate.mutants(compiled, built, 10, seed=1):
+            judged = mutate.judge(m, policy)
+            seen[judged.outcome].append(f"{m.what}: {judged.note}")
+            if judged.outcome == "proved":
+                assert mutate.disagreement(m.artifact, policy) is None, m.what
+    assert not seen["unconfirmed"], seen["unconfirmed"]
+    assert not seen["models refuse"], seen["models refuse"]
