@@ -28,10 +28,16 @@ def array_index(key: z3.BitVecRef) -> z3.BitVecRef:
     return z3.Concat(*[z3.Extract(8 * i + 7, 8 * i, key) for i in range(4)])
 
 
-def read(info, key: z3.BitVecRef, at, size: int) -> z3.BitVecRef:
+def read(info, key: z3.BitVecRef, at, size: int, values=None) -> z3.BitVecRef:
     """``size`` bytes at ``at`` into the value found for ``key`` (little-endian as a
-    load reads them), zero where the map holds nothing."""
+    load reads them), zero where the map holds nothing. ``values``: the value sets of
+    terms (:mod:`.ebpf_values`); an array index known to take few values (a pool word
+    at a class's base) is a tree over those indices alone."""
     if isinstance(at, int):
+        if values is not None and info.kind in ARRAYS:
+            few = values.of(array_index(key))
+            if few is not None:
+                return _few(info, array_index(key), sorted(few), at, size)
         return _read_at(info, key, at, size)
     at = z3.simplify(at)
     if z3.is_bv_value(at):
@@ -55,6 +61,16 @@ def _read_at(info, key, at: int, size: int) -> z3.BitVecRef:
         if raw:
             out = z3.If(key == int.from_bytes(k, "big"), z3.BitVecVal(raw, 8 * size), out)
     return out
+
+
+def _few(info, index, keys: list[int], at: int, size: int) -> z3.BitVecRef:
+    """The read when ``index`` is one of ``keys``: runs of equal values among them."""
+    runs: list[tuple[int, int]] = []
+    for k in keys:
+        raw = _slice(info.contents.get(k.to_bytes(4, "little"), b""), at, size)
+        if not runs or runs[-1][1] != raw:
+            runs.append((k, raw))
+    return _tree(index, runs, 0, len(runs), 8 * size)
 
 
 def _slice(value: bytes, at: int, size: int) -> int:

@@ -252,7 +252,7 @@ class Machine:
         info = self.maps[base[1]]
         if info.kind in ebpf_tables.ARRAYS and len(info.contents) > HEAVY:
             self.values.heavy = True
-        return ebpf_tables.read(info, base[2], base[3] + off, size)
+        return ebpf_tables.read(info, base[2], base[3] + off, size, self.values)
 
     def spill(self, s: State, at: int, value: Value) -> State:
         """A pointer saved on the stack (8 bytes at ``at``), given back by a load."""
