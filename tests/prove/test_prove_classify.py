@@ -184,3 +184,10 @@ def test_instruction_mutants_of_a_classifier_are_judged_in_the_kernel() -> None:
                 assert mutate.disagreement(m.artifact, policy) is None, m.what
     assert not seen["unconfirmed"], seen["unconfirmed"]
     assert not seen["models refuse"], seen["models refuse"]
+
+
+def test_a_maps_file_the_loader_cannot_read_is_refused_not_a_crash() -> None:
+    _, built = classified(30, "tc")
+    broken = replace(built, files=dict(built.files) | {built.meta["maps_file"]: b"{"})
+    with pytest.raises(ebpf.Unsupported, match="not a maps file"):
+        ebpf.maps_of(broken)

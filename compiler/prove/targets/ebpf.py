@@ -170,7 +170,11 @@ def maps_of(artifact: Artifact) -> dict[str, MapInfo]:
                             info["entries"])
     file = artifact.meta.get("maps_file")
     if file and file in artifact.files:
-        for record in ebpf_maps.parse(artifact.files[file], file):
+        try:
+            records = ebpf_maps.parse(artifact.files[file], file)
+        except ValueError as exc:
+            raise Unsupported(f"{file}: not a maps file the loader reads ({exc})") from exc
+        for record in records:
             if record.get("inner"):  # the set's slot holds its inner map
                 out[record["name"]].contents[bytes(4)] = record["inner"].encode()
             try:  # the classifier's maps: their bytes are in the data file beside
