@@ -207,6 +207,63 @@ def _judge_mutants(target: str, example: str, n: int, counts: dict, notes: dict)
     return len(pool)
 
 
+def bench_classifier(sizes: list[int], hooks: list[str], cap: float) -> list[dict]:
+    """``pfc prove`` of the eBPF classifier (forced: ``classify=always``) on ClassBench
+    acl policies of each size, per hook, each in a child process given ``cap``
+    seconds; and of a /24-bitmap set of 1,300 random IPv4 prefixes."""
+    rows = []
+    for n in sizes:
+        for hook in hooks:
+            rows.append(_capped(f"classifier:{n}:{hook}", cap) | {"rules": n, "hook": hook})
+            print(f"classifier acl {n} {hook}: {rows[-1]}", flush=True)
+    for hook in hooks:
+        rows.append(_capped(f"bitmap:1300:{hook}", cap) | {"bitmap_prefixes": 1300,
+                                                          "hook": hook})
+        print(f"bitmap set 1300 {hook}: {rows[-1]}", flush=True)
+    return rows
+
+
+def _capped(job: str, cap: float) -> dict:
+    import subprocess
+    start = time.perf_counter()
+    try:
+        out = subprocess.run([sys.executable, __file__, "--one", job], capture_output=True,
+                             text=True, timeout=cap, check=False)
+    except subprocess.TimeoutExpired:
+        return {"status": f"over {cap:.0f} s", "seconds": None, "load": _load()}
+    status = (out.stdout.strip().splitlines() or [out.stderr.strip()[-200:]])[-1]
+    return {"status": status, "seconds": round(time.perf_counter() - start, 2),
+            "load": _load()}
+
+
+def _one(job: str) -> None:
+    """One classifier or bitmap proof (``--one KIND:N:HOOK``), its status printed."""
+    import ipaddress
+    import random
+    import tempfile
+
+    from benchmarks import classbench
+    from pfc.build import build_artifact
+    from pfc.frontend.pipeline import compile_path, compile_text
+    from pfc.prove import proof
+
+    kind, n, hook = job.split(":")
+    if kind == "classifier":
+        compiled = compile_text(classbench.generate("acl", int(n), seed=3,
+                                                    default="drop").text(), "c.pf")
+        built, _ = build_artifact(compiled, hook, extra={"classify": "always"})
+    else:
+        rng, tmp = random.Random(5), Path(tempfile.mkdtemp())
+        nets = {str(ipaddress.ip_network((rng.getrandbits(32), rng.choice(
+            [32, 32, 28, 24, 22, 16])), strict=False)) for _ in range(int(n))}
+        (tmp / "bl.txt").write_text("\n".join(sorted(nets)) + "\n")
+        (tmp / "p.pf").write_text('set bl = file "bl.txt"\ndrop src $bl\n'
+                                  "pass tcp dport 22\ndefault pass\n")
+        compiled = compile_path(tmp / "p.pf")
+        built, _ = build_artifact(compiled, hook)
+    print(proof.prove(built, compiled.require()).status, flush=True)
+
+
 def _load() -> list[float]:
     """The machine's 1, 5 and 15 minute load averages (2 cores shared)."""
     return [round(x, 2) for x in os.getloadavg()]
@@ -221,7 +278,13 @@ def main() -> int:
     p.add_argument("--skip-diff", action="store_true")
     p.add_argument("--skip-prove", action="store_true")
     p.add_argument("--output", type=Path, default=RESULTS)
+    p.add_argument("--classifier", default="", help="rule counts, e.g. 30,60,100,150")
+    p.add_argument("--classifier-cap", type=float, default=300.0)
+    p.add_argument("--one", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.one:
+        _one(args.one)
+        return 0
     # sections not run this time are kept from the last results (each has its loads)
     report: dict = json.loads(args.output.read_text()) if args.output.exists() else {}
     report |= {"z3": z3.get_version_string(), "load_average": _load()}
@@ -244,6 +307,10 @@ def main() -> int:
                 {row["target"] for row in rows} and r.get("examples") == list(MUTATED[r["target"]])]
         report["mutants"] = sorted(kept + rows, key=lambda r: list(MUTATED).index(r["target"]))
         report["mutants_load_average"] = [before, _load()]
+    if args.classifier:
+        report["classifier"] = bench_classifier(
+            [int(n) for n in args.classifier.split(",")], ["xdp", "tc", "socket"],
+            args.classifier_cap)
     report["load_average_after"] = _load()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2) + "\n")

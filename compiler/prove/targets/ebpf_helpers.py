@@ -21,6 +21,7 @@ import z3
 
 from pfc.prove.formula import prefixes_hold
 from pfc.prove.rewrite import csum_add, csum_fold
+from pfc.prove.targets import ebpf_calls
 from pfc.prove.targets.cbpf import Unsupported
 from pfc.prove.targets.ebpf_vm import Machine, State, s64, scalar, unusable
 
@@ -77,6 +78,8 @@ def _lookup(vm: Machine, s: State):
 
 
 def _found(info, key: z3.BitVecRef) -> z3.BoolRef:
+    if info.kind == "zero":  # the flow cache when the artifact does not declare it
+        return z3.BoolVal(True)
     if info.kind in ("array", "percpu_array"):
         index = z3.Concat(*[z3.Extract(8 * i + 7, 8 * i, key) for i in range(4)])
         return z3.ULT(index, info.entries)
@@ -212,6 +215,6 @@ def _csum_diff(vm: Machine, s: State):
 
 
 HELPERS = {1: _lookup, 2: _noop, 3: _noop, 26: _load_bytes, 189: _load_bytes,
-           39: _noop, 9: _store_bytes, 28: _csum_diff,
+           39: _noop, 9: _store_bytes, 28: _csum_diff, 181: ebpf_calls.bpf_loop,
            10: lambda vm, s: _csum_replace(vm, s, False),
            11: lambda vm, s: _csum_replace(vm, s, True)}

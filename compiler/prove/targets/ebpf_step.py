@@ -8,7 +8,7 @@ from __future__ import annotations
 import z3
 
 from pfc.prove.frame import Behaviour, Frame
-from pfc.prove.targets import ebpf_helpers
+from pfc.prove.targets import ebpf_calls, ebpf_helpers
 from pfc.prove.targets.cbpf import Unsupported
 from pfc.prove.targets.ebpf_vm import (
     CTX_FIELDS,
@@ -76,6 +76,8 @@ def _ctx(vm: Machine, off: int):
 
 
 def _ld_imm64(vm: Machine, pc: int, s: State, dst: int, src: int, imm: int) -> State:
+    if pc in vm.program.funcs:  # BPF_PSEUDO_FUNC: a callback's address
+        return s.with_reg(dst, ("func", vm.program.funcs[pc]))
     target = vm.program.relocations.get(pc)
     if target is None:
         high = vm.program.insns[pc + 1][4]
@@ -145,8 +147,14 @@ def _pointer_arith(mine, other, code: int, length):
         if not z3.is_bv_value(k):
             if kind == "fp":  # an index into a stack buffer (the socket filter's window)
                 return ("fpx", s64(mine[1]) + delta)
+            if kind == "val":  # an index into a map value (a bitmap leaf's words)
+                at = mine[3]
+                return ("val", mine[1], mine[2], (s64(at) if isinstance(at, int) else at)
+                        + delta, mine[4])
             return BAD
         step = k.as_signed_long()
+        if kind == "val" and not isinstance(mine[3], int):
+            return ("val", mine[1], mine[2], mine[3] + step, mine[4])
         if kind == "fp":
             return ("fp", mine[1] + step)
         if kind == "ro":
@@ -181,15 +189,21 @@ def _jump(vm: Machine, pc: int, s: State, op, dst, src, off, imm, narrow: bool):
     if code == 0x00:
         return [(pc + 1 + off, s)]
     if code == 0x90:
+        if vm.depth:  # a function's return
+            vm.returns[-1].append(s)
+            return []
         r0 = _scalar(s.reg(0), pc)
         vm.result.exits.append((s.cond, r0, s.data))
         return []
+    if code == 0x80 and src == 1:
+        return [(pc + 1, ebpf_calls.subprogram(vm, pc, s))]
     if code == 0x80:
         return [(pc + 1, ebpf_helpers.call(vm, pc, s, imm))]
     other = s.reg(src) if op & 0x08 else scalar(s64(imm))
-    test = z3.simplify(_compare(vm, s.reg(dst), other, _TESTS[code], narrow, pc))
-    if z3.is_true(test) or z3.is_false(test):  # a branch never taken is dead, as the
-        return [(pc + 1 + off if z3.is_true(test) else pc + 1, s)]  # verifier knows it
+    test = _compare(vm, s.reg(dst), other, _TESTS[code], narrow, pc)
+    known = vm.values.constant(test)
+    if known is not None:  # a branch never taken is dead, as the verifier knows it
+        return [(pc + 1 + off if known else pc + 1, s)]
     return [(pc + 1 + off, s.guarded(test)), (pc + 1, s.guarded(z3.Not(test)))]
 
 

@@ -1,12 +1,13 @@
-"""eBPF instructions executed symbolically, loop-free, states merged where paths meet.
+"""eBPF instructions executed symbolically, states merged where paths meet.
 
 Registers hold typed values, as the verifier tracks them: scalars (64-bit), the
 context pointer, packet pointers (an offset from the frame's first byte), the packet
 end, stack pointers, map pointers and map value pointers (which may be NULL), and
 pointers into read-only data sections. Memory is little-endian. Where paths meet,
 values of one kind are merged with ``If``; values of different kinds become unusable
-(a program using one is refused). A jump backwards (a loop clang did not unroll) is
-refused.
+(a program using one is refused). A bounded loop (a back edge clang kept) is unrolled
+in rounds (:meth:`Machine.body`); calls and ``bpf_loop`` are in
+:mod:`pfc.prove.targets.ebpf_calls`.
 
 What a hook gives the program: XDP ``xdp_md.data``/``data_end`` (offsets 0 and 4);
 tc and socket filters ``__sk_buff.len`` (0), ``data`` (76), ``data_end`` (80) over the
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 import z3
 
 from pfc.prove.frame import Behaviour, Frame
+from pfc.prove.targets import ebpf_tables, ebpf_values
 from pfc.prove.targets.cbpf import Invalid, Unsupported
 
 BV64 = z3.BitVecSort(64)
@@ -37,6 +39,8 @@ CTX_FIELDS = {"xdp": {0: "data", 4: "end"},
               "tc": {0: "len", 76: "data", 80: "end", 16: "protocol"},
               "socket": {0: "len", 76: "data", 80: "end", 16: "protocol"}}
 VERDICTS = {"xdp": (2, 1), "tc": (0, 2)}  # (pass, drop)
+MAX_ROUNDS = 130  # iterations of one loop (the classifier's: at most 64 per word)
+HEAVY = 64  # entries of an array whose reads make terms too big for z3.simplify
 SIZES = {0x00: 4, 0x08: 2, 0x10: 1, 0x18: 8}
 Value = tuple
 
@@ -99,9 +103,14 @@ def _merge_values(conds: list[z3.BoolRef], values: list[Value]) -> Value:
     if kind in ("s", "pkt"):
         return (kind, _pick(conds, [v[1] for v in values]))
     if kind == "val":
-        if len({(v[1], v[3]) for v in values}) != 1:
+        if len({v[1] for v in values}) != 1 or len({v[2].size() for v in values}) != 1:
             return ("mixed",)
-        return ("val", values[0][1], _pick(conds, [v[2] for v in values]), values[0][3],
+        ats = [v[3] for v in values]
+        if any(not isinstance(a, int) for a in ats) or len(set(ats)) != 1:
+            ats = _pick(conds, [s64(a) if isinstance(a, int) else a for a in ats])
+        else:
+            ats = ats[0]
+        return ("val", values[0][1], _pick(conds, [v[2] for v in values]), ats,
                 _pick(conds, [v[4] for v in values]))
     if len(set(values)) == 1:
         return values[0]
@@ -147,22 +156,46 @@ class Machine:
         self.count_rules = count_rules
         self.result = Result()
 
+    depth = 0  # the BPF-to-BPF call depth of the function being run
+    returns: list[list[State]]  # per call depth above 0: the states its exits return
+
     def run(self) -> Result:
-        insns = self.program.insns
-        n = len(insns)
-        incoming: list[list[State]] = [[] for _ in range(n + 1)]
         regs = [("bad",)] * 11
         regs[1], regs[10] = ("ctx", 0), ("fp", 0)
-        incoming[0].append(State(TRUE, tuple(regs), {}, self.frame.data))
-        for pc in topological(insns):
-            if not incoming[pc]:
-                continue
-            state = merge(incoming[pc])
-            for target, nxt in self.step(self, pc, insns[pc], state):
-                if not 0 <= target < n:
-                    raise Invalid(f"instruction {pc} jumps outside the program")
-                incoming[target].append(nxt)
+        self.returns, self._cfgs = [], {}
+        self.values = ebpf_values.Values()
+        self.body(0, State(TRUE, tuple(regs), {}, self.frame.data))
         return self.result
+
+    def body(self, start: int, state: State) -> None:
+        """Run the function that starts at ``start`` from ``state``: its instructions in
+        topological order, paths merged where they meet; a state that takes a back
+        edge (a bounded loop clang kept) waits for the next *round*, which runs the
+        loop's body again, until no state is left (each round one more iteration)."""
+        order, back = self.cfg(start)
+        pending, n = {start: [state]}, len(self.program.insns)
+        for _ in range(MAX_ROUNDS):
+            if not pending:
+                return
+            incoming, pending = pending, {}
+            for pc in order:
+                if pc not in incoming:
+                    continue
+                for target, nxt in self.step(self, pc, self.program.insns[pc],
+                                             merge(incoming.pop(pc))):
+                    if not 0 <= target < n:
+                        raise Invalid(f"instruction {pc} jumps outside the program")
+                    if (pc, target) not in back:
+                        incoming.setdefault(target, []).append(nxt)
+                    elif self.values.constant(nxt.cond) != 0:
+                        pending.setdefault(target, []).append(nxt)
+        raise Unsupported(f"a loop at instruction {start} runs more than {MAX_ROUNDS} "
+                          "times on some path: not modelled")
+
+    def cfg(self, start: int):
+        if start not in self._cfgs:
+            self._cfgs[start] = topological(self.program.insns, start)
+        return self._cfgs[start]
 
     # ------------------------------------------------------------------ memory
 
@@ -216,15 +249,10 @@ class Machine:
     def value_bytes(self, base: Value, off: int, size: int) -> z3.BitVecRef:
         """``size`` bytes at ``off`` into the value a lookup found (little-endian as a
         load reads them): the map's contents, zero where it holds nothing."""
-        name, key, at = base[1], base[2], base[3] + off
-        info = self.maps[name]
-        out = z3.BitVecVal(0, 8 * size)
-        for k, v in info.contents.items():
-            raw = v[at:at + size].ljust(size, b"\0")
-            if any(raw):
-                out = z3.If(key == int.from_bytes(k, "big"),
-                            z3.BitVecVal(int.from_bytes(raw, "little"), 8 * size), out)
-        return out
+        info = self.maps[base[1]]
+        if info.kind in ebpf_tables.ARRAYS and len(info.contents) > HEAVY:
+            self.values.heavy = True
+        return ebpf_tables.read(info, base[2], base[3] + off, size, self.values)
 
     def spill(self, s: State, at: int, value: Value) -> State:
         """A pointer saved on the stack (8 bytes at ``at``), given back by a load."""
@@ -235,7 +263,7 @@ class Machine:
     def map_store(self, s: State, base: Value, off: int) -> None:
         name, key = base[1], base[2]
         info = self.maps.get(name)
-        if info is None or info.kind != "percpu_array" or base[3] + off != 0:
+        if info is None or not info.counts or not _is_zero(base[3] + off):
             return
         index = z3.Concat(*[z3.Extract(8 * i + 7, 8 * i, key) for i in range(4)])  # LE u32
         for rule in self.count_rules:
@@ -258,33 +286,48 @@ def successors(pc: int, insn) -> list[int]:
     return [pc + 1]
 
 
-def topological(insns) -> list[int]:
-    """The reachable instructions, each after all its predecessors (Kahn's order);
-    Unsupported if the program has a loop."""
-    seen, stack = set(), [0]
-    while stack:
-        pc = stack.pop()
-        if pc in seen or not 0 <= pc < len(insns):
+def topological(insns, start: int = 0) -> tuple[list[int], set[tuple[int, int]]]:
+    """The instructions of the function at ``start`` (calls step over their callee),
+    each after all its predecessors along forward edges, and the back edges (a depth-
+    first search's edges to an instruction on its stack: the loops)."""
+    seen, back, on_stack = set(), set(), set()
+    work = [(start, iter(successors(start, insns[start])))]
+    seen.add(start)
+    on_stack.add(start)
+    while work:
+        pc, succ = work[-1]
+        t = next(succ, None)
+        if t is None:
+            work.pop()
+            on_stack.discard(pc)
             continue
-        seen.add(pc)
-        stack += successors(pc, insns[pc])
+        if not 0 <= t < len(insns):
+            continue
+        if t in on_stack:
+            back.add((pc, t))
+        elif t not in seen:
+            seen.add(t)
+            on_stack.add(t)
+            work.append((t, iter(successors(t, insns[t]))))
     indegree = {pc: 0 for pc in seen}
     for pc in seen:
         for t in successors(pc, insns[pc]):
-            if t in indegree:
+            if t in indegree and (pc, t) not in back:
                 indegree[t] += 1
-    ready, order = [0], []
+    ready, order = [start], []
     while ready:
         pc = ready.pop()
         order.append(pc)
         for t in successors(pc, insns[pc]):
-            if t in indegree:
+            if t in indegree and (pc, t) not in back:
                 indegree[t] -= 1
                 if indegree[t] == 0:
                     ready.append(t)
-    if len(order) != len(seen):
-        raise Unsupported("the program has a loop: loops are not modelled")
-    return order
+    return order, back
+
+
+def _is_zero(at) -> bool:
+    return at == 0 if isinstance(at, int) else z3.is_true(z3.simplify(at == 0))
 
 
 def _le(value: z3.BitVecRef, size: int) -> z3.BitVecRef:
