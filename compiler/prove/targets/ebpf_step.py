@@ -204,7 +204,14 @@ def _jump(vm: Machine, pc: int, s: State, op, dst, src, off, imm, narrow: bool):
     known = vm.values.constant(test)
     if known is not None:  # a branch never taken is dead, as the verifier knows it
         return [(pc + 1 + off if known else pc + 1, s)]
-    return [(pc + 1 + off, s.guarded(test)), (pc + 1, s.guarded(z3.Not(test)))]
+    taken, fell = s.guarded(test), s.guarded(z3.Not(test))
+    if s.reg(dst)[0] == "val" and not op & 0x08 and imm == 0 and code in (0x10, 0x50):
+        null = scalar(s64(0))  # where a lookup's result is NULL it is the number 0
+        if code == 0x10:
+            taken = taken.with_reg(dst, null)
+        else:
+            fell = fell.with_reg(dst, null)
+    return [(pc + 1 + off, taken), (pc + 1, fell)]
 
 
 def _compare(vm: Machine, a, b, test, narrow: bool, pc: int) -> z3.BoolRef:
