@@ -138,7 +138,12 @@ def _prove_args(p: argparse.ArgumentParser) -> None:
                    help="prove this file (e.g. hand-edited) instead of pfc's own output")
     p.add_argument("--no-run", action="store_true",
                    help="do not run the artifact on a witness to confirm it")
+    p.add_argument("--timeout", type=float, metavar="S",
+                   help="give up a proof whose solver has not answered S seconds after "
+                        "the proof began (an error, exit 2; default: no limit). Large "
+                        "classifier policies on xdp can take many minutes (docs/prove.md)")
     _common(p)
+
 
 
 def _specs(args: argparse.Namespace) -> tuple[list[str], bool]:
@@ -166,6 +171,8 @@ def _prove(args: argparse.Namespace) -> int:
     from pfc.prove.run import prove_file
 
     specs, explicit = _specs(args)
+    if args.timeout is not None and not args.timeout > 0:
+        raise UsageError(f"--timeout {args.timeout:g}: give a number of seconds above 0")
     results, code = [], 0
     for path in args.files:
         compiled = load(path)
@@ -175,7 +182,8 @@ def _prove(args: argparse.Namespace) -> int:
             continue
         try:
             got = prove_file(compiled, specs, explicit=explicit, artifact=args.artifact,
-                             bound=args.max_len or DEFAULT_BOUND, confirm=not args.no_run)
+                             bound=args.max_len or DEFAULT_BOUND, confirm=not args.no_run,
+                             timeout=args.timeout)
         except ValueError as exc:
             raise UsageError(str(exc)) from exc
         results += [(path, r) for r in got]

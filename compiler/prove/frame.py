@@ -16,6 +16,7 @@ so ``has(off, n)`` (``off + n <= length``) cannot wrap.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -289,6 +290,17 @@ def reads_pushed(expr: z3.ExprRef) -> z3.ExprRef:
     return expr
 
 
+def _left_ms(deadline: float | None) -> int:
+    """The solver's timeout in ms until ``deadline`` (none: z3's largest)."""
+    if deadline is None:
+        return 4294967295
+    return max(1, int((deadline - time.monotonic()) * 1000))
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
+
+
 class _Solver:
     TACTIC = ("simplify", "bvarray2uf", "ackermannize_bv", "qfbv")
 
@@ -312,14 +324,17 @@ class _Solver:
         self.fast.pop()
         self.slow.pop()
 
-    def check(self, timeout_ms: int = 0, fall_back: bool = True) -> z3.CheckSatResult:
-        """sat, unsat, or (only with a timeout or without ``fall_back``) unknown."""
+    def check(self, timeout_ms: int = 0, fall_back: bool = True,
+              deadline: float | None = None) -> z3.CheckSatResult:
+        """sat, unsat, or (only with a timeout, a ``deadline`` (``time.monotonic()``) or
+        without ``fall_back``) unknown."""
         self.used = self.fast
-        self.fast.set("timeout", timeout_ms or 4294967295)
+        self.fast.set("timeout", timeout_ms or _left_ms(deadline))
         found = self.fast.check()
-        if found == z3.unknown and fall_back:
+        if found == z3.unknown and fall_back and not _past(deadline):
             self.fell_back = self.fast.reason_unknown()
             self.used = self.slow
+            self.slow.set("timeout", _left_ms(deadline))
             found = self.slow.check()
         return found
 

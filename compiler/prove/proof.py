@@ -34,6 +34,7 @@ from pfc.prove.frame import (
     reads_pushed,
     solver,
 )
+from pfc.prove.targets.cbpf import Unsupported
 
 SHORT = 128
 SHORT_MS = 1000  # how long to look for a witness of at most SHORT bytes
@@ -95,16 +96,24 @@ def differ(pol: formula.Meaning, art: Behaviour, frame: Frame) -> z3.BoolRef:
 
 
 def prove(artifact: Artifact, policy: ir.Policy | None = None, *,
-          bound: int = DEFAULT_BOUND, confirm: bool = True) -> Proof:
-    """Prove ``artifact`` equal to ``policy`` (default: the artifact's own)."""
+          bound: int = DEFAULT_BOUND, confirm: bool = True,
+          timeout: float | None = None) -> Proof:
+    """Prove ``artifact`` equal to ``policy`` (default: the artifact's own). With
+    ``timeout`` (seconds from the start), :class:`GaveUp` when the solver has not
+    answered by then (the symbolic execution before it is not interrupted)."""
     start = time.perf_counter()
+    deadline = None if timeout is None else time.monotonic() + timeout
     policy = policy or artifact.policy
     kind = views.kind(artifact.target, artifact.hook)
     frame = Frame.fresh(bound=bound)
     pol = formula.meaning(policy, Reading(frame, views.skip_tag(kind)))
     art = behaviour(artifact, frame)
     proof = Proof(artifact.target, artifact.hook, True, bound, kind)
-    witness, proof.fell_back = _search(kind, frame, differ(pol, art, frame))
+    try:
+        witness, proof.fell_back = _search(kind, frame, differ(pol, art, frame), deadline)
+    except GaveUp as exc:
+        raise GaveUp(f"no answer within {timeout:g} s ({exc}); the proof may need "
+                     "longer: docs/prove.md \"Speed\"") from None
     if witness is not None:
         proof.equal, proof.witness = False, witness
         proof.wire = views.wire(kind, witness)
@@ -115,7 +124,8 @@ def prove(artifact: Artifact, policy: ir.Policy | None = None, *,
     return proof
 
 
-def _search(kind: str, frame: Frame, differs: z3.BoolRef) -> tuple[bytes | None, str]:
+def _search(kind: str, frame: Frame, differs: z3.BoolRef,
+            deadline: float | None = None) -> tuple[bytes | None, str]:
     """(a frame the hook sees on which ``differs`` holds or None, why the tactic gave
     up if it did). Where the hook sees only IPv4 headers whose checksum verifies, the
     search first leaves the checksum free (a superset: none there, none at all), then
@@ -126,13 +136,13 @@ def _search(kind: str, frame: Frame, differs: z3.BoolRef) -> tuple[bytes | None,
     check = solver()
     differs = reads_pushed(differs)
     check.add(views.constraint(kind, frame, checksum=not views.checked(kind)), differs)
-    witness = _witness(check, frame)
+    witness = _witness(check, frame, deadline)
     if witness is not None and views.checked(kind):
         repaired = views.repair(kind, witness)
         if _holds_on(z3.And(views.constraint(kind, frame), differs), frame, repaired):
             return repaired, check.fell_back
         check.add(views.constraint(kind, frame))
-        witness = _witness(check, frame)
+        witness = _witness(check, frame, deadline)
     return witness, check.fell_back
 
 
@@ -143,11 +153,11 @@ def _holds_on(expr: z3.BoolRef, frame: Frame, data: bytes) -> bool:
     return fixed.check() == z3.sat
 
 
-def _witness(solver, frame: Frame) -> bytes | None:
+def _witness(solver, frame: Frame, deadline: float | None = None) -> bytes | None:
     """A frame on which the two sides differ, or None (proved). Every frame first
     (a proof is one query); on a difference, a short one (<= ``SHORT`` bytes) when
     there is one, for a readable witness."""
-    found = _check(solver)
+    found = _check(solver, deadline)
     if found == z3.unsat:
         return None
     data = frame_bytes(solver.model(), frame)
@@ -160,8 +170,14 @@ def _witness(solver, frame: Frame) -> bytes | None:
     return data
 
 
-def _check(solver) -> z3.CheckSatResult:
-    found = solver.check()
+class GaveUp(Unsupported):
+    """The solver had no answer by the proof's deadline (``pfc prove --timeout``)."""
+
+
+def _check(solver, deadline: float | None = None) -> z3.CheckSatResult:
+    found = solver.check(deadline=deadline)
+    if found == z3.unknown and deadline is not None:
+        raise GaveUp(f"the solver's reason: {solver.reason_unknown()}")
     if found == z3.unknown:
         raise RuntimeError(f"the solver gave up: {solver.reason_unknown()}")
     return found

@@ -58,13 +58,16 @@ class TargetProof:
 
 
 def prove_file(compiled: Compiled, specs: list[str], *, explicit: bool = True,
-               artifact: str | None = None, bound: int, confirm: bool = True
-               ) -> list[TargetProof]:
-    return [_one(compiled, spec, explicit, artifact, bound, confirm) for spec in specs]
+               artifact: str | None = None, bound: int, confirm: bool = True,
+               timeout: float | None = None) -> list[TargetProof]:
+    """One proof per target spec; ``timeout``: seconds each proof may take (a proof
+    the solver has not finished by then is an error, exit 2)."""
+    return [_one(compiled, spec, explicit, artifact, bound, confirm, timeout)
+            for spec in specs]
 
 
 def _one(compiled: Compiled, spec: str, explicit: bool, path: str | None, bound: int,
-         confirm: bool) -> TargetProof:
+         confirm: bool, timeout: float | None) -> TargetProof:
     target, _, hook = spec.partition(":")
     result = TargetProof(target, hook)
     used = ir.flow_features(compiled.require())
@@ -85,7 +88,8 @@ def _one(compiled: Compiled, spec: str, explicit: bool, path: str | None, bound:
     try:
         if path is not None:
             built = adopt(built, path)
-        result.proof = prove(built, compiled.require(), bound=bound, confirm=confirm)
+        result.proof = prove(built, compiled.require(), bound=bound, confirm=confirm,
+                             timeout=timeout)
     except (Unsupported, CompileError, OSError) as exc:
         result.error = str(exc)
     return result

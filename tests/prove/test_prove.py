@@ -129,3 +129,15 @@ def test_cli_prove_usage_errors(capsys) -> None:
     assert main(["prove", path, "--artifact", "x.asm"]) == 2
     assert main(["prove", path, "--targets", "nosuch"]) == 2
     assert "unknown target" in capsys.readouterr().err
+
+
+def test_cli_prove_timeout(capsys) -> None:
+    """`--timeout S`: a proof the solver has not finished S seconds after it began is an
+    error naming the limit (exit 2); within the limit it is proved as before."""
+    path = str(ROOT / "examples" / "web-server.pf")
+    assert main(["prove", path, "--targets", "xdp", "--timeout", "0.001"]) == 2
+    assert "no answer within 0.001 s" in capsys.readouterr().out
+    small = str(ROOT / "examples" / "ddos-drop-udp-subnet.pf")
+    assert main(["prove", small, "--targets", "tc", "--timeout", "600"]) == 0
+    assert main(["prove", small, "--timeout", "0"]) == 2
+    assert "a number of seconds above 0" in capsys.readouterr().err
