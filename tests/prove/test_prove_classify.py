@@ -191,3 +191,22 @@ def test_a_maps_file_the_loader_cannot_read_is_refused_not_a_crash() -> None:
     broken = replace(built, files=dict(built.files) | {built.meta["maps_file"]: b"{"})
     with pytest.raises(ebpf.Unsupported, match="not a maps file"):
         ebpf.maps_of(broken)
+
+
+def test_a_classifier_with_count_rules_is_proved() -> None:
+    """Count rules go through the classifier's count scan (summary words, a bit scan:
+    loops clang keeps) and the flow cache's record of them: every count rule's
+    counter is part of the proof (tc; xdp takes minutes at 30 rules)."""
+    lines, drops = [], 0
+    for line in cb.generate("acl", 30, seed=5, default="pass").text().splitlines():
+        drops += line.startswith("drop ")
+        lines.append("count " + line[5:] if line.startswith("drop ") and drops % 3 == 0
+                     else line)
+    lines[3:3] = ["count udp dport 53", "count src 10.0.0.0/8"]
+    compiled = compile_text("\n".join(lines) + "\n", "k.pf")
+    policy = compiled.require()
+    assert sum(r.action.name == "count" for r in policy.rules) >= 5
+    built, diags = build_artifact(compiled, "tc", extra={"classify": "always"})
+    assert built is not None and "classifier" in built.meta, diags
+    result = proof.prove(built, policy)
+    assert result.equal, (result.expected, result.modelled, result.note)
