@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 
 from pfc.backends.cbpf.graph import Node, Step, Test, Value, XState, load
 from pfc.frontend import ir
+from pfc.frontend.matches import complement_ranges
 
 Block = Callable[[Node, Node], Node]
 MakeNode = Callable[[Test, Node, Node], Node]
@@ -61,17 +62,6 @@ def merge(intervals: Iterable[tuple[int, int]], top: int) -> list[tuple[int, int
     return [(lo, hi) for lo, hi in out]
 
 
-def complement(intervals: list[tuple[int, int]], top: int) -> list[tuple[int, int]]:
-    out, at = [], 0
-    for lo, hi in intervals:
-        if lo > at:
-            out.append((at, lo - 1))
-        at = hi + 1
-    if at <= top:
-        out.append((at, top))
-    return out
-
-
 def _cost(intervals: list[tuple[int, int]], top: int) -> int:
     return sum(1 if lo == hi else (lo > 0) + (hi < top) for lo, hi in intervals)
 
@@ -82,7 +72,7 @@ def interval_block(make: MakeNode, value: Value, x: XState | None,
     inside = merge(intervals, top)
     if not inside:
         return never
-    outside = complement(inside, top)
+    outside = complement_ranges(inside, top)
     if not outside:
         return always
     if _cost(outside, top) < _cost(inside, top):
@@ -226,4 +216,4 @@ def tests_needed(match: ir.Match, versions: Iterable[int]) -> int:
 def _interval_tests(inside: list[tuple[int, int]], top: int) -> int:
     if not inside:
         return 0
-    return min(_cost(inside, top), _cost(complement(inside, top), top))
+    return min(_cost(inside, top), _cost(complement_ranges(inside, top), top))

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pfc.frontend.matches import complement_ranges as complement  # noqa: F401 (u.complement)
+
 U32_MAX_TESTS = 10
 U32_MAX_VALUES = 10
 BPF_MAX_RANGES = 20  # keeps a program well under xt_bpf's 64 instructions
@@ -71,18 +73,6 @@ def u32_args(tests: tuple[U32Test, ...]) -> list[str]:
 
 
 # ------------------------------------------------------------------------ ranges
-
-def complement(ranges: Ranges, top: int) -> Ranges:
-    """The values of 0..top not in ``ranges`` (sorted, merged, inclusive)."""
-    out, lo = [], 0
-    for a, b in sorted(ranges):
-        if a > lo:
-            out.append((lo, a - 1))
-        lo = max(lo, b + 1)
-    if lo <= top:
-        out.append((lo, top))
-    return tuple(out)
-
 
 def clip(ranges: Ranges, lo: int, hi: int, shift: int = 0) -> Ranges:
     """``ranges`` moved by ``-shift`` and cut to lo..hi."""

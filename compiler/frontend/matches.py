@@ -6,7 +6,7 @@ protocol number, and returns the IR match or None after appending diagnostics.
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Container, Iterable, Sequence
 
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import Diagnostic, error, suggest, warning
@@ -105,6 +105,20 @@ def merge_ranges(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
             out[-1] = (out[-1][0], max(out[-1][1], hi))
         else:
             out.append((lo, hi))
+    return tuple(out)
+
+
+def complement_ranges(ranges: Iterable[tuple[int, int]], top: int
+                      ) -> tuple[tuple[int, int], ...]:
+    """The values of 0..top in none of ``ranges`` (inclusive; any order, overlaps
+    allowed), sorted and merged."""
+    out, lo = [], 0
+    for a, b in sorted(ranges):
+        if a > lo:
+            out.append((lo, a - 1))
+        lo = max(lo, b + 1)
+    if lo <= top:
+        out.append((lo, top))
     return tuple(out)
 
 

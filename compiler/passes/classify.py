@@ -44,6 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pfc.frontend import ir
+from pfc.frontend.matches import complement_ranges as complement
 from pfc.frontend.matches import intersect_ranges, merge_ranges
 from pfc.passes import regions as rg
 
@@ -93,17 +94,6 @@ Item = ir.Rule | Block
 
 def addr_top(version: int) -> int:
     return 2**32 - 1 if version == 4 else 2**128 - 1
-
-
-def complement(iv: Intervals, top: int) -> Intervals:
-    out, at = [], 0
-    for lo, hi in iv:
-        if lo > at:
-            out.append((at, lo - 1))
-        at = hi + 1
-    if at <= top:
-        out.append((at, top))
-    return tuple(out)
 
 
 def box(rule: ir.Rule) -> Box:

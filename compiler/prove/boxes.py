@@ -19,9 +19,9 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pfc.backends.cbpf.match import complement as cbpf_complement
 from pfc.frontend import ir
 from pfc.frontend.ir import Family
+from pfc.frontend.matches import complement_ranges as complement
 from pfc.frontend.matches import intersect_ranges, merge_ranges
 
 Intervals = tuple[tuple[int, int], ...]  # sorted, disjoint, inclusive
@@ -33,10 +33,6 @@ VERSIONS = {Family.ANY: (4, 6, None), Family.IP: (4, 6), Family.IP4: (4,), Famil
 
 def normal(pairs: Iterable[tuple[int, int]]) -> Intervals:
     return merge_ranges(list(pairs))
-
-
-def complement(values: Intervals, top: int) -> Intervals:
-    return tuple(cbpf_complement(list(values), top))
 
 
 def meet(a: Intervals, b: Intervals) -> Intervals:

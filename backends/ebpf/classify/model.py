@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pfc.frontend import ir
+from pfc.frontend.matches import complement_ranges, intersect_ranges, merge_ranges
 
 FP_SIZE = 515  # 0 non-IP, 1..257 IPv4, 258..514 IPv6
 PORT_ABSENT = 65536
@@ -52,44 +53,9 @@ class Cond:
     fields: dict[str, Intervals | None]
 
 
-def normalize(intervals: list[tuple[int, int]]) -> Intervals:
-    """Sorted, merged, inclusive intervals."""
-    out: list[list[int]] = []
-    for lo, hi in sorted(intervals):
-        if out and lo <= out[-1][1] + 1:
-            out[-1][1] = max(out[-1][1], hi)
-        else:
-            out.append([lo, hi])
-    return tuple((a, b) for a, b in out)
-
-
-def intersect(a: Intervals, b: Intervals) -> Intervals:
-    out, i, j = [], 0, 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if lo <= hi:
-            out.append((lo, hi))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return tuple(out)
-
-
 def complement(intervals: Intervals, space: Intervals) -> Intervals:
-    """``space`` minus ``intervals``."""
-    out: list[tuple[int, int]] = []
-    for lo, hi in space:
-        at = lo
-        for a, b in intervals:
-            if b < at or a > hi:
-                continue
-            if a > at:
-                out.append((at, a - 1))
-            at = max(at, b + 1)
-        if at <= hi:
-            out.append((at, hi))
-    return tuple(out)
+    """``space`` (sorted, disjoint) minus ``intervals``, split where ``space`` is."""
+    return tuple(intersect_ranges(space, complement_ranges(intervals, space[-1][1])))
 
 
 def _fp_values(rule: ir.Rule) -> set[int] | None:
@@ -104,19 +70,19 @@ def _fp_values(rule: ir.Rule) -> set[int] | None:
 
 
 def _addr_set(m: ir.AddrMatch) -> Intervals:
-    iv = normalize([(int(p.network_address) + (V6_BASE if p.version == 6 else 0),
+    iv = merge_ranges([(int(p.network_address) + (V6_BASE if p.version == 6 else 0),
                      int(p.broadcast_address) + (V6_BASE if p.version == 6 else 0))
                     for p in m.prefixes])
     return complement(iv, (SPACES[4], SPACES[6])) if m.negated else iv
 
 
 def _int_set(m: ir.IntMatch, top: int) -> Intervals:
-    iv = normalize(list(m.ranges))
+    iv = merge_ranges(list(m.ranges))
     return complement(iv, ((0, top),)) if m.negated else iv
 
 
 def _and(current: Intervals | None, more: Intervals) -> Intervals:
-    return more if current is None else intersect(current, more)
+    return more if current is None else tuple(intersect_ranges(current, more))
 
 
 def cond(rule: ir.Rule) -> Cond | None:
@@ -142,7 +108,7 @@ def cond(rule: ir.Rule) -> Cond | None:
         space = (SPACES[rule.action.address.version],)
         fields["dst"] = _and(fields["dst"], space)
     if fp is not None:
-        fields["fp"] = normalize([(v, v) for v in fp])
+        fields["fp"] = merge_ranges([(v, v) for v in fp])
     return Cond(rule.index, rule.terminal, fields)
 
 
