@@ -15,13 +15,11 @@ stack (zeros and -EFAULT past the end), ``bpf_skb_store_bytes`` (9) writes them 
 
 from __future__ import annotations
 
-import ipaddress
-
 import z3
 
 from pfc.prove.formula import prefixes_hold
 from pfc.prove.rewrite import csum_add, csum_fold
-from pfc.prove.targets import ebpf_calls
+from pfc.prove.targets import ebpf_calls, ebpf_tables
 from pfc.prove.targets.cbpf import Unsupported
 from pfc.prove.targets.ebpf_vm import Machine, State, s64, scalar, unusable
 
@@ -80,16 +78,11 @@ def _lookup(vm: Machine, s: State):
 def _found(info, key: z3.BitVecRef) -> z3.BoolRef:
     if info.kind == "zero":  # the flow cache when the artifact does not declare it
         return z3.BoolVal(True)
-    if info.kind in ("array", "percpu_array"):
-        index = z3.Concat(*[z3.Extract(8 * i + 7, 8 * i, key) for i in range(4)])
-        return z3.ULT(index, info.entries)
+    if info.kind in ebpf_tables.ARRAYS:
+        return z3.ULT(ebpf_tables.array_index(key), info.entries)
     if info.kind == "lpm_trie":
-        bits = 8 * (info.key_size - 4)
-        plen = z3.Concat(*[z3.Extract(bits + 8 * i + 7, bits + 8 * i, key) for i in range(4)])
-        addr = z3.Extract(bits - 1, 0, key)
-        nets = [ipaddress.ip_network((k[4:], int.from_bytes(k[:4], "little")), strict=False)
-                for k in info.contents]
-        return _lpm(addr, plen, nets)
+        addr, plen = ebpf_tables.lpm_key(info, key)
+        return _lpm(addr, plen, [ebpf_tables.lpm_net(k) for k in info.contents])
     return z3.Or(*[key == int.from_bytes(k, "big") for k in info.contents]) \
         if info.contents else z3.BoolVal(False)
 

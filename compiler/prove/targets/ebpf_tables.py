@@ -28,6 +28,18 @@ def array_index(key: z3.BitVecRef) -> z3.BitVecRef:
     return z3.Concat(*[z3.Extract(8 * i + 7, 8 * i, key) for i in range(4)])
 
 
+def lpm_key(info, key: z3.BitVecRef) -> tuple[z3.BitVecRef, z3.BitVecRef]:
+    """An LPM trie key's (address, prefix length): ``struct { u32 prefixlen; u8
+    data[]; }`` as the stack holds it."""
+    bits = 8 * (info.key_size - 4)
+    return z3.Extract(bits - 1, 0, key), array_index(z3.Extract(bits + 31, bits, key))
+
+
+def lpm_net(key: bytes) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    """The prefix an LPM trie entry's key (as the maps file holds it) stands for."""
+    return ipaddress.ip_network((key[4:], int.from_bytes(key[:4], "little")), strict=False)
+
+
 def read(info, key: z3.BitVecRef, at, size: int, values=None) -> z3.BitVecRef:
     """``size`` bytes at ``at`` into the value found for ``key`` (little-endian as a
     load reads them), zero where the map holds nothing. ``values``: the value sets of
@@ -128,12 +140,10 @@ def _tree(index, runs, lo: int, hi: int, bits: int) -> z3.BitVecRef:
 
 def _lpm_value(info, key, at: int, size: int) -> z3.BitVecRef:
     """The value of the longest prefix within the key's length that holds its address."""
-    bits = 8 * (info.key_size - 4)
-    plen = array_index(z3.Extract(bits + 31, bits, key))
-    addr = z3.Extract(bits - 1, 0, key)
+    addr, plen = lpm_key(info, key)
     entries = []
     for k, v in info.contents.items():
-        net = ipaddress.ip_network((k[4:], int.from_bytes(k[:4], "little")), strict=False)
+        net = lpm_net(k)
         entries.append((net.prefixlen, net, _slice(v, at, size)))
     out = z3.BitVecVal(0, 8 * size)
     for length, net, raw in sorted(entries, key=lambda e: e[0]):

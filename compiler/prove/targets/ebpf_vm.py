@@ -265,7 +265,7 @@ class Machine:
         info = self.maps.get(name)
         if info is None or not info.counts or not _is_zero(base[3] + off):
             return
-        index = z3.Concat(*[z3.Extract(8 * i + 7, 8 * i, key) for i in range(4)])  # LE u32
+        index = ebpf_tables.array_index(key)
         for rule in self.count_rules:
             self.result.counted.setdefault(rule, []).append(
                 z3.And(s.cond, base[4], index == rule))
