@@ -161,6 +161,7 @@ def family_files(policy: ir.Policy, s: Setup, lowering: low.Lowering) -> dict[in
     (``ipt_tree``)."""
     out = {}
     items = _items(policy)
+    named = notes(policy) if items is not None else {}
     for family, (tool, name, _) in FAMILIES.items():
         default = default_line(policy, s.chain, s.notrack)
         logs = default_logs(policy)
@@ -172,7 +173,7 @@ def family_files(policy: ir.Policy, s: Setup, lowering: low.Lowering) -> dict[in
             tail = [(line, st.LOG_OWNER) for line in logs] + [(default, None)]
             out[family] |= tr.tree_family(items, family, s.chain,
                                           functools.partial(pairs, policy, lowering, s), tail)
-            out[family]["notes"] = notes(policy, family)
+            out[family]["notes"] = named
             continue
         found, owners = entries(policy, family, lowering, s.chain, s.notrack)
         out[family] |= {"entries": found,
@@ -180,12 +181,12 @@ def family_files(policy: ir.Policy, s: Setup, lowering: low.Lowering) -> dict[in
     return out
 
 
-def notes(policy: ir.Policy, family: int) -> dict[int, str]:
+def notes(policy: ir.Policy) -> dict[int, str]:
     """A large policy's comment per rule (``# rule N, line L: TEXT``), printed before
-    each run of a rule's lines in the tree's chains: a rule met in several leaves is
-    named in each."""
+    each run of a rule's lines in the tree's chains (both families' files): a rule
+    met in several leaves is named in each."""
     return {r.index: f"rule {r.index}, line {r.line}: {printable(describe(r))}"
-            for r in policy.rules if family in r.family.versions}
+            for r in policy.rules}
 
 
 def _items(policy: ir.Policy) -> list | None:
