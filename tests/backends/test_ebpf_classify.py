@@ -28,6 +28,7 @@ from pfc.frontend.pipeline import compile_text
 from pfc.oracle import gen
 from pfc.verifier.equiv import compare
 from tests.backends.test_ebpf import kernel
+from tests.paths import GOLDEN
 
 HOOKS = ("xdp", "tc", "socket")
 V4 = ["10.0.0.0/8", "10.1.0.0/16", "10.1.2.0/24", "10.1.2.3", "10.1.2.128/25",
@@ -93,6 +94,14 @@ def check(artifact, frames):
 
 
 # ------------------------------------------------------------------------ no kernel
+
+@pytest.mark.parametrize("hook", ["xdp", "tc", "socket"])
+def test_golden_classifier_source(hook, golden):
+    """What the classifier emits (the flow cache in front of it included) for a small
+    mixed policy, forced: tests/golden/classifier/HOOK.c (the rules are in its maps)."""
+    text = mixed_policy(12, 4, "drop", redirect=hook != "socket")
+    golden(GOLDEN / "classifier" / f"{hook}.c", build(text, hook, "always", fmt="c").text)
+
 
 def test_small_policies_keep_the_linear_program_and_large_ones_are_classified():
     small = mixed_policy(classify_plan.MIN_RULES - 1, 1, "pass")
