@@ -328,4 +328,5 @@ BACKENDS = (Backend(
                 "INPUT), ipset for lists",
     supports=frozenset({"count", "payload", "ipv6", "non-ip", "log", "limit", "audit", "ct"}),
     formats=("restore",), hooks=tuple(HOOKS), emit=emit, passes=_passes(), run=run,
+    carries={"raw prerouting": "raw-prerouting", "input": "filter-input"},
     view=view, limits=limits),)

@@ -381,4 +381,5 @@ BACKENDS = (Backend(
     supports=frozenset({"count", "redirect", "payload", "ipv6", "non-ip", "log", "limit",
                         "audit", "ct"}),
     formats=("nft", "json"), hooks=tuple(HOOKS), emit=emit, passes=_passes(), run=run,
+    carries={"ingress": "ingress", "raw prerouting": "prerouting", "input": "input"},
     view=view, pick_hook=pick_hook, limits=refused),)
