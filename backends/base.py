@@ -38,7 +38,29 @@ FEATURES = {
     "limit": "`limit` on a drop rule",
     "audit": "audit mode (`drop ... audit`, `--audit`)",
     "ct": "`ct state` matches",
+    # whole firewalls (v2): a target lists those it prints; the others refuse the rule
+    "reject": "`reject` rules",
+    "nat": "`dnat`, `snat`, `masquerade` and nat `redirect` rules",
+    "set-mark": "`mark ... to N` rules",
+    "notrack": "`notrack` rules",
+    "pass-limit": "`limit` on a pass rule",
+    "iface": "`iif`/`oif` matches",
+    "ether": "`ether-src`/`ether-dst` matches",
+    "ether-type": "`ether-type` matches",
+    "vlan-id": "`vlan-id` matches",
+    "icmp-code": "`icmp-code` matches",
+    "addr-type": "`dst-type`/`src-type` matches",
+    "mark": "`mark` matches",
+    "ct-mark": "`ct mark` matches",
+    "ct-status": "`ct status` matches",
 }
+# The feature each v2 match needs (by field).
+_FIELD_FEATURES = {"iif": "iface", "oif": "iface", "ether-src": "ether",
+                   "ether-dst": "ether", "ether-type": "ether-type", "vlan-id": "vlan-id",
+                   "icmp-code": "icmp-code", "dst-type": "addr-type", "src-type": "addr-type",
+                   "mark": "mark", "ct-mark": "ct-mark", "ct-status": "ct-status"}
+_ACTION_FEATURES = {ir.Reject: "reject", ir.Nat: "nat", ir.Mark: "set-mark",
+                    ir.Notrack: "notrack"}
 
 
 @dataclass(frozen=True)
@@ -163,6 +185,17 @@ def rule_features(rule: ir.Rule) -> set[str]:
         needs.add("audit")
     if any(isinstance(m, ir.CtMatch) for m in rule.matches):
         needs.add("ct")
+    return needs | v2_features(rule)
+
+
+def v2_features(rule: ir.Rule) -> set[str]:
+    """What a rule of a whole firewall needs beyond v1 (``jump``/``goto`` need nothing:
+    ``pfc.passes.inline_chains`` writes them out for targets without chains)."""
+    needs = {f for m in rule.matches if (f := _FIELD_FEATURES.get(m.field))}
+    if type(rule.action) in _ACTION_FEATURES:
+        needs.add(_ACTION_FEATURES[type(rule.action)])
+    if rule.limit is not None and isinstance(rule.action, ir.Pass):
+        needs.add("pass-limit")
     return needs
 
 

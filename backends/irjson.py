@@ -1,7 +1,9 @@
 """Target ``ir``: the checked IR as JSON, the contract every other backend reads.
 
 Spans are written as byte offsets plus the rule's line; addresses as text, payload bytes
-as hex, ranges as ``[lo, hi]`` pairs.
+as hex, ranges as ``[lo, hi]`` pairs. A whole firewall (v2) is its ``Ruleset``: the lists
+in path order (each without the chains, which are written once beside them), the
+chains, the interfaces (addresses as ``A/LEN``, MAC addresses as hex).
 """
 
 from __future__ import annotations
@@ -9,10 +11,13 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import json
+from dataclasses import replace
 from enum import Enum
 
 from pfc.backends.base import FEATURES, Artifact, Backend, Options, artifact_name
 from pfc.frontend import ir
+from pfc.frontend.firewall.hooks import BLOCKS
+from pfc.frontend.firewall.ruleset import Ruleset
 from pfc.frontend.source import Span
 
 
@@ -48,7 +53,8 @@ def _converter(cls: type):
     if issubclass(cls, Enum):
         return lambda obj: obj.value
     if issubclass(cls, (ipaddress.IPv4Network, ipaddress.IPv6Network,
-                        ipaddress.IPv4Address, ipaddress.IPv6Address)):
+                        ipaddress.IPv4Address, ipaddress.IPv6Address,
+                        ipaddress.IPv4Interface, ipaddress.IPv6Interface)):
         return str
     if issubclass(cls, bytes):
         return bytes.hex
@@ -121,6 +127,17 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
                     {artifact_name(policy, "ir", "json"): text.encode()}, policy)
 
 
+def emit_ruleset(ruleset: Ruleset, options: Options) -> Artifact:
+    """A whole firewall as one JSON document."""
+    whole = replace(ruleset, lists=tuple(replace(p, chains=()) for p in ruleset.lists))
+    text = dumps(to_jsonable(whole)) + "\n"
+    anchor = ir.Policy((), source=ruleset.source)
+    return Artifact("ir", "none", "json", text,
+                    {artifact_name(anchor, "ir", "json"): text.encode()}, anchor,
+                    meta={"ruleset": ruleset})
+
+
 BACKENDS = (Backend(
     name="ir", description="the checked IR as JSON (what every backend reads)",
-    supports=frozenset(FEATURES), formats=("json",), hooks=("none",), emit=emit),)
+    supports=frozenset(FEATURES), formats=("json",), hooks=("none",), emit=emit,
+    carries=dict.fromkeys(BLOCKS, "none"), emit_ruleset=emit_ruleset),)

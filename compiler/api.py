@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from pfc import backends
 from pfc.backends.base import Artifact, capability_errors
-from pfc.build import backend, build_artifact
+from pfc.build import backend, build_artifact, check_ruleset
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import CompileError, Diagnostic
 from pfc.frontend.pipeline import Compiled, compile_path, compile_text
@@ -63,12 +63,17 @@ def front(policy: PolicyInput) -> Compiled:
 
 def check(policy: PolicyInput, *, targets: Iterable[str] = ()) -> list[Diagnostic]:
     """Every diagnostic of ``pfc check``: syntax, types, shadowed rules, and the rules
-    each of ``targets`` cannot express. Errors have ``severity == "error"``."""
+    each of ``targets`` cannot express. Errors have ``severity == "error"``. For a whole
+    firewall each target is a list (``"xdp,nft"``), as ``pfc compile`` takes it: the
+    blocks none of it carries and the rules the carrying target cannot express."""
     compiled = front(policy)
     diags = list(compiled.diagnostics)
     if compiled.policy is not None:
         for target in targets:
             diags += capability_errors(compiled.policy, backend(target), backends.registry())
+    elif compiled.ruleset is not None:
+        for target in targets:
+            diags += check_ruleset(compiled.ruleset, target.split(","))
     return diags
 
 

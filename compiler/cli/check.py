@@ -25,14 +25,17 @@ def _check_args(p: argparse.ArgumentParser) -> None:
                    help="text: FILE:LINE:COL diagnostics with carets on stderr; "
                         "json: one JSON object on stdout (docs/json.md)")
     p.add_argument("--target", action="append", default=[], metavar="T",
-                   help="also report rules target T cannot express (repeatable)")
+                   help="also report rules target T cannot express (repeatable); for a "
+                   "whole firewall a list T1,T2 as `pfc compile` takes it: blocks none of "
+                   "them carries, rules the carrying target cannot express")
 
 
 def _check(args: argparse.Namespace) -> int:
     """Every file is checked, readable or not: exit 2 if any could not be read, else 1
     if any has errors, else 0."""
     for target in args.target:
-        backend(target)  # an unknown target is a usage error before any file is read
+        for name in target.split(","):
+            backend(name)  # an unknown target is a usage error before any file is read
     report, errors, unreadable = [], False, 0
     for path in args.files:
         try:

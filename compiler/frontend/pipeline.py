@@ -77,8 +77,9 @@ class Compiled:
         raise CompileError(self.diagnostics, self.sources)
 
     def _whole_firewall(self) -> Diagnostic:
-        first = next((s for s in self.module.statements
-                      if isinstance(s, (BlockOpen, InterfaceDecl))), None)
+        first = next((s for s in self.module.statements if isinstance(s, BlockOpen)),
+                     next((s for s in self.module.statements
+                           if isinstance(s, InterfaceDecl)), None))
         span = first.span if first is not None else self.source.span(0, 0)
         command = f"`pfc {COMMAND.get()}`" if COMMAND.get() else "this command"
         return error(f"`{self.source.name}` is a whole firewall (hook blocks); {command} "
