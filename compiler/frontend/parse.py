@@ -17,7 +17,7 @@ import lark
 from lark import Token
 
 from pfc.frontend.diagnostics import MAX_ERRORS, Diagnostic, error
-from pfc.frontend.firewall.blocks import block_errors
+from pfc.frontend.firewall.blocks import block_errors, stand_ins
 from pfc.frontend.firewall.parsing import V1_MATCH, Builder, describe_expected, is_v2_text
 from pfc.frontend.hints import KEYWORDS, char_hint, char_message, comma_hint, name_hint, range_hint
 from pfc.frontend.source import BOM, SourceFile, Span
@@ -85,9 +85,10 @@ def parse(source: SourceFile) -> tuple[Module, list[Diagnostic]]:
         statements = _parse_text(text, source.name, 0)
     except lark.exceptions.LarkError:
         statements, diags = _parse_lines(source, text)
-        diags += block_errors(statements, text, diags)
-        return Module(source, tuple(statements), comments), diags
-    return Module(source, tuple(statements), comments), block_errors(statements, text, [])
+        broken = stand_ins(source.name, text, diags)
+        diags += block_errors(statements, broken)
+        return Module(source, tuple(statements), comments, broken), diags
+    return Module(source, tuple(statements), comments), block_errors(statements, ())
 
 
 def _terminated(text: str) -> str:

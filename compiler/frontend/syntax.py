@@ -168,6 +168,10 @@ class Comment:
 
 @dataclass(frozen=True)
 class Module:
+    """A parsed file. ``broken``: the statements standing in for lines that did not
+    parse but open or close a block (``inptu {``), so the block structure holds."""
+
     source: SourceFile
     statements: tuple[Statement, ...]
     comments: tuple[Comment, ...]
+    broken: tuple[BlockOpen | BlockClose, ...] = ()

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pfc.frontend.diagnostics import Diagnostic, Note, error
+from pfc.frontend.source import Span
 from pfc.frontend.syntax import BlockClose, BlockOpen, Statement
 
 
@@ -33,32 +34,45 @@ def has_blocks(statements) -> bool:
     return any(isinstance(s, (BlockOpen, BlockClose)) for s in statements)
 
 
-def block_errors(statements, text: str, syntax: list[Diagnostic]) -> list[Diagnostic]:
-    """Syntax errors of the block structure (none for a file without blocks)."""
+def block_errors(statements, broken=()) -> list[Diagnostic]:
+    """Syntax errors of the block structure (none for a file without blocks);
+    ``broken``: the stand-ins of lines that did not parse (``stand_ins``)."""
     if not has_blocks(statements):
         return []
-    events = [(s.span.start, s) for s in statements if isinstance(s, (BlockOpen, BlockClose))]
-    events += [(start, kind) for start, kind in _stand_ins(text, syntax)]
-    events.sort(key=lambda e: e[0])
     out: list[Diagnostic] = []
-    open_: BlockOpen | str | None = None
-    for _, item in events:
-        if item == "open" or (isinstance(item, BlockOpen) and not item.closed):
-            if isinstance(open_, BlockOpen) and isinstance(item, BlockOpen):
+    open_: BlockOpen | None = None
+    for item in _merged(statements, broken):
+        real = not _is_stand_in(item)
+        if isinstance(item, BlockOpen) and not item.closed:
+            if open_ is not None and real and not _is_stand_in(open_):
                 out.append(_nested(item, open_))
             open_ = item
-        elif item == "close" or isinstance(item, BlockClose):
-            if open_ is None and isinstance(item, BlockClose):
+        elif isinstance(item, BlockClose):
+            if open_ is None and real:
                 out.append(error("`}` closes no block", item.span, code="stray-close",
                                  hint="delete it, or open the block it should close "
                                  "(`input {`)"))
             open_ = None
-        elif isinstance(item, BlockOpen) and isinstance(open_, BlockOpen):
+        elif isinstance(item, BlockOpen) and open_ is not None and not _is_stand_in(open_):
             out.append(_nested(item, open_))
-    if isinstance(open_, BlockOpen):
+    if open_ is not None and not _is_stand_in(open_):
         out.append(error(f"{_what(open_)} is never closed", open_.span, code="unclosed",
                          hint="end it with `}` on a line of its own"))
     return out
+
+
+STAND_IN = "broken"  # the kind of a stand-in opener
+
+
+def _is_stand_in(item) -> bool:
+    return isinstance(item, BlockOpen) and item.kind == STAND_IN or \
+        isinstance(item, BlockClose) and item.span.start == item.span.end
+
+
+def _merged(statements, broken) -> list:
+    """Openers and closers, stand-ins included, in text order."""
+    items = [s for s in statements if isinstance(s, (BlockOpen, BlockClose))]
+    return sorted(items + list(broken), key=lambda s: s.span.start)
 
 
 def _nested(inner: BlockOpen, outer: BlockOpen) -> Diagnostic:
@@ -72,29 +86,33 @@ def _what(block: BlockOpen) -> str:
     return f"chain `{block.name}`" if block.kind == "chain" else f"block `{block.name}`"
 
 
-def _stand_ins(text: str, syntax: list[Diagnostic]) -> list[tuple[int, str]]:
-    """(line start, "open" | "close") of each line with a syntax error that ends with
-    ``{`` or starts with ``}``."""
+def stand_ins(file: str, text: str, syntax: list[Diagnostic]) -> tuple:
+    """A stand-in opener (kind ``broken``) or closer (an empty span) for each line
+    with a syntax error that ends with ``{`` or starts with ``}``."""
     out, seen = [], set()
     for d in syntax:
         start = text.rfind("\n", 0, d.span.start) + 1
-        if start in seen or d.span.start > len(text):
+        if start in seen or d.span.start > len(text) or d.span.file != file:
             continue
         seen.add(start)
         end = text.find("\n", start)
         line = text[start:end if end >= 0 else len(text)].split("#", 1)[0].strip()
+        span = Span(file, start, start)
         if line.endswith("{"):
-            out.append((start, "open"))
+            out.append(BlockOpen(STAND_IN, "", span, span))
         elif line.startswith("}"):
-            out.append((start, "close"))
-    return out
+            out.append(BlockClose(span))
+    return tuple(out)
 
 
-def layout(statements) -> list[Statement | Block]:
-    """The top-level statements and blocks, in order (never fails; see the module)."""
+def layout(statements, broken=()) -> list[Statement | Block]:
+    """The top-level statements and blocks, in order (never fails; see the module);
+    a stand-in opener (``broken``) makes a block of kind ``broken``."""
     out: list[Statement | Block] = []
     current: BlockOpen | None = None
     body: list[Statement] = []
+    if broken:
+        statements = sorted([*statements, *broken], key=lambda s: s.span.start)
     for stmt in statements:
         if isinstance(stmt, BlockOpen):
             if current is not None:

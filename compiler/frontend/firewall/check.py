@@ -22,7 +22,7 @@ from pfc.frontend.check import Checker, ReadSet
 from pfc.frontend.diagnostics import Diagnostic, Note, error, suggest, warning
 from pfc.frontend.firewall import actions
 from pfc.frontend.firewall.allowed import default_error, word_errors
-from pfc.frontend.firewall.blocks import Block, layout
+from pfc.frontend.firewall.blocks import STAND_IN, Block, layout
 from pfc.frontend.firewall.chains import ChainDef, Chains
 from pfc.frontend.firewall.hooks import BLOCKS, ORDER
 from pfc.frontend.firewall.host import Host
@@ -91,8 +91,10 @@ class FirewallChecker(Checker):
         lists: list[ir.Policy] = []
         chains: list[ir.Chain] = []
         index = 0
-        for item in layout(self.module.statements):
-            if isinstance(item, Block) and item.open.kind == "chain":
+        for item in layout(self.module.statements, self.module.broken):
+            if isinstance(item, Block) and item.open.kind == STAND_IN:
+                _, _, index = self._body(item, index, None, quiet=True)
+            elif isinstance(item, Block) and item.open.kind == "chain":
                 chain, index = self._chain(item, index)
                 chains += [chain] if chain is not None else []
             elif isinstance(item, Block):
@@ -107,7 +109,11 @@ class FirewallChecker(Checker):
         return Ruleset(tuple(lists), tuple(chains), tuple(self.host.interfaces.values()),
                        self.module.source.name)
 
-    def _top(self, stmt, index: int) -> int:
+    def _top(self, stmt, index: int, quiet: bool = False) -> int:
+        if quiet and isinstance(stmt, (RuleNode, Default)):
+            if isinstance(stmt, RuleNode):
+                self._rule(stmt, index)
+            return index + isinstance(stmt, RuleNode)
         if isinstance(stmt, InterfaceDecl):
             self.host.declare(stmt)
         elif isinstance(stmt, Default):
@@ -128,11 +134,14 @@ class FirewallChecker(Checker):
             self._set(stmt)
         return index
 
-    def _body(self, block: Block, index: int, default_of: str | None):
-        """The rules of a block and its ``default`` statement."""
+    def _body(self, block: Block, index: int, default_of: str | None, quiet: bool = False):
+        """The rules of a block and its ``default`` statement (``quiet``: of a line that
+        did not parse, no block)."""
         rules, default = [], None
         for stmt in block.body:
-            if isinstance(stmt, RuleNode):
+            if quiet:
+                index = self._top(stmt, index, quiet=True)
+            elif isinstance(stmt, RuleNode):
                 rule = self._rule(stmt, index)
                 index += 1
                 rules += [rule] if rule is not None else []
