@@ -16,14 +16,19 @@ TOKEN_TYPES = ("keyword", "action", "protocol", "field", "number", "address", "s
 TOKEN_MODIFIERS = ("declaration",)
 
 _KIND = {
-    **dict.fromkeys(("DEFINE", "SET", "FILE", "DEFAULT", "TO"), "keyword"),
-    **dict.fromkeys(("DROP", "PASS", "ACCEPT", "COUNT", "REDIRECT"), "action"),
+    **dict.fromkeys(("DEFINE", "SET", "FILE", "DEFAULT", "TO", "CHAIN", "INTERFACE",
+                     "ADDRESS", "GATEWAY", "WITH", "INGRESS", "EGRESS", "RAW", "NAT",
+                     "PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING", "CLOSE"),
+                    "keyword"),
+    **dict.fromkeys(("DROP", "PASS", "ACCEPT", "COUNT", "REDIRECT", "REJECT", "NOTRACK",
+                     "MARK", "DNAT", "SNAT", "MASQUERADE", "JUMP", "GOTO"), "action"),
     **dict.fromkeys(("ALL", "IP", "IP6", "TCP", "UDP", "ICMP", "ICMP6"), "protocol"),
-    **dict.fromkeys(("FIELD", "FLAGS", "FRAG", "PAYLOAD"), "field"),
+    **dict.fromkeys(("FIELD", "FLAGS", "FRAG", "PAYLOAD", "V2FIELD", "STATUS"), "field"),
+    "WILDNAME": "enumMember", "PORTONLY": "number",
     "NUMBER": "number", "IPV4": "address", "IPV6": "address", "STRING": "string",
     "VARREF": "variable", "COMMENT": "comment", "NOT": "operator", "EQEQ": "operator",
 }
-_VALUE_BEFORE = frozenset(("FIELD", "COMMA", "LBRACE"))
+_VALUE_BEFORE = frozenset(("FIELD", "V2FIELD", "COMMA", "LBRACE"))
 
 
 def classify(tokens: list[Tok]) -> list[tuple[Tok, str, int]]:
@@ -35,7 +40,7 @@ def classify(tokens: list[Tok]) -> list[tuple[Tok, str, int]]:
         if kind in ("action", "protocol") and prev is not None and prev.type in _VALUE_BEFORE:
             kind = "enumMember"  # `proto tcp`, `icmp-type { redirect, ... }`: a value
         if tok.type == "NAME":
-            declares = prev is not None and prev.type in ("DEFINE", "SET")
+            declares = prev is not None and prev.type in ("DEFINE", "SET", "CHAIN")
             kind, mods = ("variable", 1) if declares else ("enumMember", 0)
         if kind is not None:
             out.append((tok, kind, mods))
