@@ -18,7 +18,13 @@ from lark import Token
 
 from pfc.frontend.diagnostics import MAX_ERRORS, Diagnostic, error
 from pfc.frontend.firewall.blocks import block_errors, stand_ins
-from pfc.frontend.firewall.parsing import V1_MATCH, Builder, describe_expected, is_v2_text
+from pfc.frontend.firewall.parsing import (
+    V1_MATCH,
+    Builder,
+    block_hint,
+    describe_expected,
+    is_v2_text,
+)
 from pfc.frontend.hints import KEYWORDS, char_hint, char_message, comma_hint, name_hint, range_hint
 from pfc.frontend.source import BOM, SourceFile, Span
 from pfc.frontend.syntax import (
@@ -227,8 +233,10 @@ def _token_diagnostic(exc: lark.exceptions.UnexpectedToken, ctx: _Context,
         found = f"`{shorten(str(tok))}`"
     message = f"unexpected {found}; expected {_join(expected)}"
     before, after = ctx.text[base:span.start], ctx.text[span.end:end]
-    hint = None
-    if before.split()[-1:] == ["to"] and not before.lstrip().startswith("redirect"):
+    hint = block_hint(tok.type, exc.expected, before)
+    if hint is not None:
+        pass
+    elif before.split()[-1:] == ["to"] and not before.lstrip().startswith("redirect"):
         hint = "`to` is only for `redirect`: to match the destination, write `dst ADDRESS`"
     elif tok.type == "NAME":
         hint = name_hint(str(tok), exc.expected, before, after, ctx.declared)

@@ -38,17 +38,32 @@ def _where(names: list[str]) -> str:
 
 
 def word_errors(node: RuleNode, block: Block, via: Span | None = None,
-                caller: str = "") -> list[Diagnostic]:
+                caller: str = "", chain: bool = False) -> list[Diagnostic]:
     """The errors of ``not_allowed``; ``via``: the ``jump`` by which the rule (of a
-    chain) is reached from ``block`` (a note)."""
+    ``chain``) is reached from ``block`` (a note), ``caller`` the chain it is in."""
     notes = (Note(f"reached from block `{block.name}` by this `jump`"
-                  + (f" (through chain `{caller}`)" if caller else ""), via),) if via else ()
+                  + (f" (into chain `{caller}`)" if caller else ""), via),) if via else ()
     out = []
     for word, span, where in not_allowed(node, block):
         out.append(error(f"`{word}` is not allowed in block `{block.name}`; only in: "
                          f"{where}", span, notes=notes, code="not-in-block",
                          hint=_hint(word, block)))
+    form = _redirect_form(node, block) if chain else None
+    if form is not None:
+        out.append(error(form, node.target.span, notes=notes, code="bad-target"))
     return out
+
+
+def _redirect_form(node: RuleNode, block: Block) -> str | None:
+    """A chain's ``redirect`` reached from a block where its form means nothing:
+    ``to :PORT`` outside nat blocks, ``to ADDRESS`` in them."""
+    if node.action != "redirect" or node.target is None or "redirect" not in block.actions:
+        return None
+    if block.kind == "nat" and node.target.address is not None:
+        return f"in block `{block.name}` `redirect` takes only `to :PORT` (the host itself)"
+    if block.kind != "nat" and node.target.address is None:
+        return f"`to :PORT` (the host itself) is for nat blocks, not `{block.name}`"
+    return None
 
 
 def _hint(word: str, block: Block) -> str | None:

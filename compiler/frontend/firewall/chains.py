@@ -41,9 +41,12 @@ class Chains:
         self.diags = diags
         # hook block name → its jump rules (rule, chain)
         self.block_jumps: list[tuple[str, RuleNode, str]] = []
+        self.named: set[str] = set()  # every name a jump gives (for "never used")
+        self.broken: set[str] = set()  # chains whose definition had an error
 
     def define(self, opener: BlockOpen) -> ChainDef | None:
         if not valid_chain(opener.name):
+            self.broken.add(opener.name)
             self.diags.append(error(f"chain name `{opener.name[:40]}` is too long: at most 31 "
                                     "characters", opener.name_span, code="bad-name"))
             return None
@@ -61,7 +64,10 @@ class Chains:
         """A ``jump``/``goto`` in a chain (``where``) or a hook block (its name): its
         chain must be defined above. False after an error."""
         name, span = node.chain.text, node.chain.span
+        self.named.add(name)
         target = self.defined.get(name)
+        if target is None and name in self.broken:
+            return False  # its definition's error says it
         current = where if isinstance(where, ChainDef) else None
         if current is not None and name == current.name:
             self.diags.append(error(f"chain `{name}` cannot `{node.action}` to itself", span,
@@ -100,7 +106,7 @@ class Chains:
                 continue  # already said at the chain
             self._reach(block, node, name, seen.setdefault(block, set()))
         for chain in self.defined.values():
-            if not chain.used:
+            if chain.name not in self.named:
                 self.diags.append(warning(
                     f"chain `{chain.name}` is never used", chain.open.name_span,
                     code="unused-chain", hint=f"`jump {chain.name} ...` runs it from a "
@@ -127,6 +133,6 @@ class Chains:
         chain = self.defined[name]
         spec = BLOCKS[block]
         for rule in chain.rules:
-            self.diags.extend(word_errors(rule, spec, via.span, caller))
+            self.diags.extend(word_errors(rule, spec, via.span, caller or name, chain=True))
         for _, inner in chain.jumps:
             self._reach(block, via, inner, seen, name)

@@ -203,11 +203,11 @@ class FirewallChecker(Checker):
         for key, value in zip(keys, opener.devices or (None,), strict=True):
             first = self.blocks_seen.get(key)
             if first is not None:
-                what = (f"device `{key[1]}` already has" if key[1] else "there is already")
-                self.diags.append(error(f"{what} a `{spec.name}` block",
-                                        value.span if value else opener.name_span,
+                what = (f"device `{key[1]}` already has a block `{spec.name}`" if key[1]
+                        else f"block `{spec.name}` is written twice")
+                self.diags.append(error(what, value.span if value else opener.name_span,
                                         code="block-twice",
-                                        notes=(Note("that block", first.span),),
+                                        notes=(Note("first written here", first.span),),
                                         hint="each block is written once; put its rules "
                                         "together"))
                 return None
@@ -249,7 +249,13 @@ class FirewallChecker(Checker):
                                        "nat prerouting")
             return self._v1_refuse(kind, node.action_span)
         in_nat = self.block is not None and self.block.kind == "nat"
-        if kind == "redirect" and (in_nat or port_only):
+        if kind == "redirect" and port_only and self.block is not None and not in_nat:
+            self.diags.append(error("`to :PORT` (the host itself) is for `redirect` in a nat "
+                                    "block", target.span, code="bad-target",
+                                    hint="here `redirect` rewrites the packet: `to "
+                                    "ADDRESS[:PORT]`; or write the rule in `nat prerouting`"))
+            return None
+        if kind == "redirect" and (in_nat or port_only):  # a chain's: checked where reached
             return actions.nat(node, True, self.resolve, self.diags)
         if kind in ("reject", "notrack"):
             if not actions.no_target(node, self.diags):
@@ -262,8 +268,7 @@ class FirewallChecker(Checker):
             return actions.nat(node, in_nat, self.resolve, self.diags)
         if kind in ("jump", "goto"):
             jump = actions.jump(node, self.diags)
-            if jump is None or (self.where is not None
-                                and not self.chains.use(node, self.where)):
+            if self.where is not None and not self.chains.use(node, self.where):
                 return None
             return jump
         return super()._action(node)

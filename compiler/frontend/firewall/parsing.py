@@ -44,6 +44,15 @@ def is_v2_text(text: str) -> bool:
     return _V2_LINE.search(text) is not None
 
 
+def block_hint(found: str, expected, before: str) -> str | None:
+    """``input`` with its ``{`` on the next line; rules after ``input {`` on its line."""
+    if found in ("_NL", "$END") and "LBRACE" in expected and _V2_LINE.match(before):
+        return f"the `{{` goes on the line of `{before.strip()}`: `{before.strip()} {{`"
+    if "CLOSE" in expected and before.rstrip().endswith("{") and _V2_LINE.match(before):
+        return f"a block's rules go on lines of their own, after `{before.strip()}`"
+    return None
+
+
 def describe_expected(terminal: str, v2: bool, v1_table: dict[str, str]) -> str | None:
     """What an expected terminal is called in a syntax error, or None to leave it out
     (a v2 terminal in a v1 file)."""
