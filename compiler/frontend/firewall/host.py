@@ -90,8 +90,9 @@ def _addresses(value: Value | None, diags: list[Diagnostic]):
 
 def _interface_address(value: Value, diags: list[Diagnostic]):
     if value.kind not in ("ipv4", "ipv6"):
+        shown = ("$" if value.kind == "var" else "") + value.text
         diags.append(error(f"an interface address is an IPv4 or IPv6 address with its "
-                           f"prefix length (`10.0.0.1/24`); not `{shorten(value.text)}`",
+                           f"prefix length (`10.0.0.1/24`); not `{shorten(shown)}`",
                            value.span, code="bad-address",
                            hint="write the address itself here ($names are not read)"
                            if value.kind == "var" else None))

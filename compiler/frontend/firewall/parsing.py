@@ -105,6 +105,15 @@ class Builder:
         return InterfaceDecl(name, self._cover(children[0], children[-1]), addresses,
                              gateway)
 
+    def iface_address(self, children):
+        return self._as_value(children[0])
+
+    def iface_addresses(self, children):
+        if len(children) == 1:
+            return children[0]
+        items = tuple(c for c in children if isinstance(c, Value))
+        return Value("list", "", self._cover(children[0], children[-1]), items)
+
     def mark_to(self, children):
         keyword, value = children
         return Target(self._as_value(value), None, self._cover(keyword, value))
