@@ -32,6 +32,8 @@ _CONVERTERS: dict[type, object] = {}  # each type's converter, chosen once
 # Fields of whole firewalls (v2) left out where they hold their v1 value, so a v1
 # policy's IR reads as it always has.
 _V2_ONLY = {"hook": (None,), "chains": ((),)}
+# A field named like the discriminator "kind" gets a key of its own.
+_RENAMED = {("Reject", "kind"): "reply", ("Nat", "kind"): "nat"}
 
 
 def _converter(cls: type):
@@ -40,6 +42,7 @@ def _converter(cls: type):
     if dataclasses.is_dataclass(cls):
         names = tuple(f.name for f in dataclasses.fields(cls))
         kind = cls.__name__
+        keys = {n: _RENAMED.get((kind, n), n + "_" if n == "kind" else n) for n in names}
 
         def dataclass_(obj: object) -> dict:
             out = {"kind": kind}
@@ -47,7 +50,7 @@ def _converter(cls: type):
                 value = getattr(obj, name)
                 if name in _V2_ONLY and value in _V2_ONLY[name]:
                     continue
-                out[name] = to_jsonable(value)
+                out[keys[name]] = to_jsonable(value)
             return out
         return dataclass_
     if issubclass(cls, Enum):
