@@ -205,7 +205,7 @@ def test_a_chain_rule_is_checked_in_every_block_that_reaches_it() -> None:
 
 def test_chain_depth_limit() -> None:
     def nested(n: int) -> str:
-        chains = [f"chain c{i} {{\n    {'jump c%d' % (i - 1) if i else 'pass'}\n}}\n"
+        chains = [f"chain c{i} {{\n    {f'jump c{i - 1}' if i else 'pass'}\n}}\n"
                   for i in range(n)]
         return "".join(chains) + f"input {{\n    jump c{n - 1}\n}}\n"
     assert compile_text(nested(MAX_DEPTH)).ok
