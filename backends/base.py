@@ -55,7 +55,7 @@ FEATURES = {
     "ct-status": "`ct status` matches",
 }
 # The feature each v2 match needs (by field).
-_FIELD_FEATURES = {"iif": "iface", "oif": "iface", "ether-src": "ether",
+FIELD_FEATURES = {"iif": "iface", "oif": "iface", "ether-src": "ether",
                    "ether-dst": "ether", "ether-type": "ether-type", "vlan-id": "vlan-id",
                    "icmp-code": "icmp-code", "dst-type": "addr-type", "src-type": "addr-type",
                    "mark": "mark", "ct-mark": "ct-mark", "ct-status": "ct-status"}
@@ -191,7 +191,7 @@ def rule_features(rule: ir.Rule) -> set[str]:
 def v2_features(rule: ir.Rule) -> set[str]:
     """What a rule of a whole firewall needs beyond v1 (``jump``/``goto`` need nothing:
     ``pfc.passes.inline_chains`` writes them out for targets without chains)."""
-    needs = {f for m in rule.matches if (f := _FIELD_FEATURES.get(m.field))}
+    needs = {f for m in rule.matches if (f := FIELD_FEATURES.get(m.field))}
     if type(rule.action) in _ACTION_FEATURES:
         needs.add(_ACTION_FEATURES[type(rule.action)])
     if rule.limit is not None and isinstance(rule.action, ir.Pass):

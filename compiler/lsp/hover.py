@@ -12,8 +12,10 @@
 from __future__ import annotations
 
 from pfc import backends
-from pfc.backends.base import FEATURES
+from pfc.backends.base import FEATURES, FIELD_FEATURES
 from pfc.frontend import ir
+from pfc.frontend.firewall.check import V1_FIELDS
+from pfc.frontend.firewall.hooks import blocks_allowing
 from pfc.frontend.fmt import statement
 from pfc.frontend.syntax import RuleNode, SetDecl
 from pfc.lsp.analysis import Analysis, declarations
@@ -92,7 +94,7 @@ def hover(analysis: Analysis, offset: int) -> str | None:
     v2 = _v2_hover(analysis, tokens, tok)
     if v2 is not None:
         return v2
-    if tok.type in _ACTION_TOKENS or (tok.type == "MARK" and tok is tokens[0]):
+    if tok.type in _ACTION_TOKENS or (tok.text == "mark" and tok is tokens[0]):
         node = next((n for n in analysis.module.statements if isinstance(n, RuleNode)
                      and n.action_span.start == tok.start), None)
         return rule_hover(analysis, node) if node else action_doc(tok.text)
@@ -118,7 +120,7 @@ def _v2_hover(analysis: Analysis, tokens: list[Tok], tok: Tok) -> str | None:
     before = tokens[i - 1] if i > 0 else None
     if tok.type in _HOOK_TOKENS and i == (1 if before and before.type in ("RAW", "NAT") else 0):
         return block_doc(f"{before.text} {tok.text}" if i else tok.text)
-    if tok.type == "MARK" and before is not None and before.type == "CT":
+    if tok.text == "mark" and before is not None and before.type == "CT":
         return field_doc("ct-mark")
     if tok.type == "STATUS":
         return field_doc("ct-status")
@@ -126,7 +128,7 @@ def _v2_hover(analysis: Analysis, tokens: list[Tok], tok: Tok) -> str | None:
         return f"**{tok.text}** — {V2_KEYWORDS[tok.text]}"
     if tok.type == "NAME" and before is not None and before.type in ("JUMP", "GOTO", "CHAIN"):
         return chain_doc(analysis, tok.text)
-    if tok.type == "NAME" and value_names(tok.text) and before is not None \
+    if value_names(tok.text) and before is not None \
             and before.type in ("WITH", "STATUS", "V2FIELD", "COMMA", "LBRACE"):
         return "\n\n".join(value_names(tok.text))
     return None
@@ -163,6 +165,8 @@ def field_doc(name: str) -> str | None:
     info = ir.FIELDS.get(name)
     if info is None:
         return None
+    if name not in V1_FIELDS:
+        return _v2_field_doc(name, info)
     if info.layer is ir.Layer.STATE:
         needs, layer = "an IP rule", ("the connection tracker's state, from the frames "
                                       "before; states: " + ", ".join(ir.CT_STATES))
@@ -178,6 +182,18 @@ def field_doc(name: str) -> str | None:
     return "\n\n".join([f"**{name}** — {info.doc}", f"Values: {info.values}. "
                         f"Needs: {needs}; {layer}. `!{name}` negates it (the field must "
                         "still be there).", support_line(feats), _ipv6_line(feats)]).strip()
+
+
+def _v2_field_doc(name: str, info: ir.FieldInfo) -> str:
+    written = {"ct-status": "ct status", "ct-mark": "ct mark"}.get(name, name)
+    needs = "any frame (IP or not)" if info.families is ir.Family.ANY else "an IP rule"
+    if info.protocols is not None:
+        needs = " or ".join(f"`{p}`" for p, (n, _) in ir.PROTOCOLS.items()
+                            if n in info.protocols)
+    return "\n\n".join([
+        f"**{written}** — {info.doc}", f"Values: {info.values}. Needs: {needs}. "
+        f"`!{written}` negates it.", "In blocks: " + ", ".join(blocks_allowing(field=name)),
+        support_line({FIELD_FEATURES[name]})])
 
 
 def _ipv6_line(feats: set[str]) -> str:

@@ -31,12 +31,18 @@ _KIND = {
 _VALUE_BEFORE = frozenset(("FIELD", "V2FIELD", "COMMA", "LBRACE"))
 
 
-def classify(tokens: list[Tok]) -> list[tuple[Tok, str, int]]:
-    """(token, type, modifier bits) for every token that gets a colour."""
+def classify(tokens: list[Tok], text: str | None = None) -> list[tuple[Tok, str, int]]:
+    """(token, type, modifier bits) for every token that gets a colour (``text``: the
+    text lexed, so a line's first token is known: ``{`` ending the line above makes
+    no value of it, ``mark`` starting a line is the action)."""
     out = []
     prev = None
     for tok in tokens:
+        if text is not None and prev is not None and "\n" in text[prev.end:tok.start]:
+            prev = None
         kind, mods = _KIND.get(tok.type), 0
+        if tok.type == "V2FIELD" and tok.text == "mark" and prev is None:
+            kind = "action"
         if kind in ("action", "protocol") and prev is not None and prev.type in _VALUE_BEFORE:
             kind = "enumMember"  # `proto tcp`, `icmp-type { redirect, ... }`: a value
         if tok.type == "NAME":
@@ -53,7 +59,7 @@ def encode(text: str, index: LineIndex | None = None) -> list[int]:
     index = index or LineIndex(text)
     data: list[int] = []
     last_line = last_col = 0
-    for tok, kind, mods in classify(lex(text)):
+    for tok, kind, mods in classify(lex(text), text):
         start, end = index.position(tok.start), index.position(tok.end)
         if start.line != end.line:  # tokens never span lines; be safe anyway
             continue
