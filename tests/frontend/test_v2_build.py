@@ -97,13 +97,20 @@ def test_every_v2_feature_fails_closed_on_targets_without_it() -> None:
     assert {"reject", "nat", "iface"} <= set(FEATURES)
 
 
-def test_commands_that_take_one_list_say_so(capsys, tmp_path: Path) -> None:
+@pytest.mark.parametrize("command,args", [
+    ("frames", ["-n", "3", "-o", "{tmp}/f.pcap"]), ("run", ["{tmp}/none.pcap"]),
+    ("diff", ["{file}"]), ("prove", ["--targets", "nft"]),
+    ("load", ["--target", "nft", "--dev", "lo", "--dry-run"]),
+])
+def test_commands_that_take_one_list_say_so(capsys, tmp_path: Path, command, args) -> None:
+    """Exit 1 with one diagnostic (no internal error, nothing half done)."""
     path = tmp_path / "fw.pf"
     path.write_text("input {\n    pass\n}\n")
-    assert main(["frames", str(path), "-n", "3", "-o", str(tmp_path / "f.pcap")]) == 1
+    args = [a.format(tmp=tmp_path, file=path) for a in args]
+    assert main([command, str(path), *args]) == 1
     err = capsys.readouterr().err
-    assert f"`{path}` is a whole firewall (hook blocks); `pfc frames` takes one rule list" \
-        in err and "1:1" in err
+    assert f"`{path}` is a whole firewall (hook blocks); `pfc {command}` takes one rule " \
+           "list" in err and "1:1" in err and "internal error" not in err
 
 
 def test_v1_compile_is_unchanged(capsys) -> None:
