@@ -138,12 +138,14 @@ def _warnings(policy: ir.Policy | None, ruleset: Ruleset | None,
     out: list[Diagnostic] = []
     for rules in [p.rules for p in ruleset.lists] + [c.rules for c in ruleset.chains]:
         out += shadowed(ir.Policy(rules, source=ruleset.source))
-    if not ruleset.rules:
-        end = len(module.source.text)
-        span = ruleset.lists[0].hook.span if ruleset.lists else module.source.span(end, end)
-        what = "each block's default verdict" if ruleset.lists else "no verdict: " \
-            "there is no hook block"
-        out.append(warning(f"no rules: every packet gets {what}", span, code="no-rules",
+    end = len(module.source.text)
+    if not ruleset.lists:
+        out.append(warning("no hook blocks: this file filters nothing",
+                           module.source.span(end, end), code="no-rules",
+                           hint="rules go in hook blocks such as `input { ... }`"))
+    elif not ruleset.rules:
+        out.append(warning("no rules: every packet gets each block's default verdict",
+                           ruleset.lists[0].hook.span, code="no-rules",
                            hint="add rules such as `drop udp dport 53` inside a block"))
     return out
 

@@ -284,6 +284,9 @@ def test_warnings_per_list_and_per_file() -> None:
     empty = compile_text("input {\n    default drop\n}\noutput {\n}\n").diagnostics
     assert [(d.code, d.message) for d in empty] == [
         ("no-rules", "no rules: every packet gets each block's default verdict")]
+    hosts = compile_text("interface eth0 address 192.0.2.1/24\n").diagnostics
+    assert [(d.code, d.message) for d in hosts] == [
+        ("no-rules", "no hook blocks: this file filters nothing")]
 
 
 def test_an_interface_no_line_declares_is_a_warning() -> None:
