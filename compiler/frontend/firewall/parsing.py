@@ -31,7 +31,7 @@ EXPECTED = {
     "NOTRACK": "an action", "MARK": "an action", "DNAT": "an action", "SNAT": "an action",
     "MASQUERADE": "an action", "JUMP": "an action", "GOTO": "an action", "WITH": "`with`",
     "STATUS": "`status`", "V2FIELD": V2_MATCH, "CLOSE": "`}`",
-    "WILDNAME": "an interface name", "PORTONLY": "`:PORT`",
+    "WILDNAME": "a name", "PORTONLY": "`:PORT`",
 }
 V2_TERMINALS = frozenset(EXPECTED)
 # The first word of a line that makes a file a v2 file (for the expected lists).
