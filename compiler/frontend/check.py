@@ -328,6 +328,9 @@ class Checker:
         return False
 
 
+_ANY_FRAME = frozenset(f for f, info in ir.FIELDS.items() if info.families is ir.Family.ANY)
+
+
 class _Family:
     """The set of IP versions a rule can still match, narrowed match by match."""
 
@@ -339,8 +342,8 @@ class _Family:
         self.diags = diags
 
     def constrain_by(self, match: ir.Match) -> None:
-        if ir.FIELDS[match.field].families is not ir.Family.ANY:
-            self.any = False  # iif, oif, mark, ether-*: any frame, IP or not
+        if match.field not in _ANY_FRAME:
+            self.any = False  # but iif, oif, mark, ether-*: any frame, IP or not
         if isinstance(match, ir.AddrMatch):
             versions = {p.version for p in match.prefixes}
             what = "IPv4" if versions == {4} else "IPv6"

@@ -227,6 +227,8 @@ class FirewallChecker(Checker):
     # ------------------------------------------------------------------- rules
 
     def _rule(self, node: RuleNode, index: int) -> ir.Rule | None:
+        if not self.v2 and not node.reject_with:  # v1: the v1 checker, v2 words refused
+            return super()._rule(node, index)
         before = len(self.diags)
         if self.block is not None:
             self.diags.extend(word_errors(node, self.block))
