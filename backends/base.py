@@ -54,6 +54,9 @@ FEATURES = {
     "ct-mark": "`ct mark` matches",
     "ct-status": "`ct status` matches",
 }
+V2_FEATURES = frozenset(("reject", "nat", "set-mark", "notrack", "pass-limit", "iface",
+                         "ether", "ether-type", "vlan-id", "icmp-code", "addr-type", "mark",
+                         "ct-mark", "ct-status"))
 # The feature each v2 match needs (by field).
 FIELD_FEATURES = {"iif": "iface", "oif": "iface", "ether-src": "ether",
                    "ether-dst": "ether", "ether-type": "ether-type", "vlan-id": "vlan-id",
@@ -188,6 +191,18 @@ def rule_features(rule: ir.Rule) -> set[str]:
     return needs | v2_features(rule)
 
 
+def needed_features(rule: ir.Rule, backend: Backend) -> set[str]:
+    """``rule_features`` that ``backend`` is asked for: a target with ``emit_ruleset``
+    prints the v2 words itself and refuses, rule by rule, what it cannot (its own
+    capability errors), so only the v1 features are asked of it here; a target of one
+    list per block (``build_policy``) is asked for every v2 feature too."""
+    return rule_features(rule) - _owned(backend)
+
+
+def _owned(backend: Backend) -> frozenset[str]:
+    return V2_FEATURES if backend.emit_ruleset is not None else frozenset()
+
+
 def v2_features(rule: ir.Rule) -> set[str]:
     """What a rule of a whole firewall needs beyond v1 (``jump``/``goto`` need nothing:
     ``pfc.passes.inline_chains`` writes them out for targets without chains)."""
@@ -225,11 +240,11 @@ def feature_errors(policy: ir.Policy, backend: Backend,
                          hint=("targets that can: " + ", ".join(able)) if able else None,
                          code="unsupported"))
     for rule in policy.rules:
-        missing = sorted(rule_features(rule) - backend.supports)
+        missing = sorted(needed_features(rule, backend) - backend.supports)
         if not missing:
             continue
         able = [b.name for b in registry.values()
-                if set(missing) <= b.supports and b.name != "ir"]
+                if set(missing) <= b.supports | _owned(b) and b.name != "ir"]
         what = ", ".join(FEATURES[m] for m in missing)
         out.append(error(
             f"target `{backend.name}` cannot express {what} (rule at line {rule.line})",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pfc import backends
-from pfc.backends.base import FEATURES, rule_features
+from pfc.backends.base import FEATURES, V2_FEATURES, needed_features
 from pfc.build import build_ruleset, check_ruleset
 from pfc.cli.main import main
 from pfc.frontend.firewall.hooks import BLOCKS
@@ -81,7 +81,8 @@ def test_check_target_of_a_whole_firewall(edge: Path, capsys) -> None:
 
 
 def test_every_v2_feature_fails_closed_on_targets_without_it() -> None:
-    """No backend prints a v2 feature yet: each rule is refused, never dropped."""
+    """A target of one list per block that lacks a v2 feature refuses the rule, never
+    drops it (a target with ``emit_ruleset`` refuses what it cannot print itself)."""
     for text, fields, action, where in V2_RULES:
         block = next(b for b in BLOCKS if allowed(b, fields, action, where))
         source = f"define wan = eth0\n{block} {{\n    {text.format(iface='eth0')}\n}}\n"
@@ -89,12 +90,13 @@ def test_every_v2_feature_fails_closed_on_targets_without_it() -> None:
         assert compiled.ok, (source, compiled.diagnostics)
         rule = compiled.ruleset.rules[0]
         for target in ("nft", "iptables", "xdp", "tc", "socket", "cbpf"):
-            missing = rule_features(rule) - backends.get(target).supports
+            missing = needed_features(rule, backends.get(target)) - \
+                backends.get(target).supports
             if not missing:
                 continue
             diags = check_ruleset(compiled.ruleset, [target])
             assert diags and diags[0].severity == "error", (source, target)
-    assert {"reject", "nat", "iface"} <= set(FEATURES)
+    assert {"reject", "nat", "iface"} <= V2_FEATURES
 
 
 @pytest.mark.parametrize("command,args", [
@@ -121,3 +123,10 @@ def test_v1_compile_is_unchanged(capsys) -> None:
     assert doc["kind"] == "Policy" and "hook" not in doc and "chains" not in doc
     assert main(["compile", edge, "--target", "xdp,nft"]) == 2
     assert "a list of targets is for whole firewalls" in capsys.readouterr().err
+
+
+def test_the_v2_features_are_those_rules_can_need() -> None:
+    from pfc.backends import base
+
+    needed = set(base.FIELD_FEATURES.values()) | set(base._ACTION_FEATURES.values())
+    assert base.V2_FEATURES == needed | {"pass-limit"} and base.V2_FEATURES <= set(FEATURES)
