@@ -124,6 +124,12 @@ class Conntrack:
         if reading.tcp_next is not None:
             conn.tcp = reading.tcp_next
 
+    def alias(self, translated: Tuple, conn: Connection) -> None:
+        """A NATed connection is found by its translated tuple too: the peer's replies
+        carry its reverse (``nf_nat_setup_info`` alters the reply tuple)."""
+        if translated != conn.original:
+            self.table.setdefault(translated, conn)
+
     def _find(self, tup: Tuple) -> tuple[Connection | None, bool]:
         conn = self.table.get(tup)
         if conn is not None:

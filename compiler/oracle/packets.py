@@ -103,7 +103,8 @@ _IP4 = {"src": (12, 4), "dst": (16, 4), "ttl": (8, 1), "len": (2, 2), "proto": (
         "frag": (6, 2)}
 _IP6 = {"src": (8, 16), "dst": (24, 16), "ttl": (7, 1), "len": (4, 2), "proto": (6, 1)}
 _TRANSPORT = {"sport": (0, 2, (TCP, UDP)), "dport": (2, 2, (TCP, UDP)),
-              "flags": (13, 1, (TCP,)), "icmp-type": (0, 1, (ICMP, ICMP6))}
+              "flags": (13, 1, (TCP,)), "icmp-type": (0, 1, (ICMP, ICMP6)),
+              "icmp-code": (1, 1, (ICMP, ICMP6))}
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
