@@ -7,6 +7,14 @@ nf_reject_ipv4.c, net/ipv6/netfilter/nf_reject_ipv6.c) for ``tcp-reset``, and
 unreachables. Input and output are IP packets (from the IP header, trimmed to their
 length). ``None`` means the kernel sends nothing for this packet.
 
+At ``ingress`` (``ingress_reply``) the reply is built the way nft's netdev ``reject``
+builds it (``nf_reject_skb_v4_unreach``, ``nf_reject_skb_v4_tcp_reset`` and their IPv6
+twins), which XDP and tc replies copy: no routing, so the source is the packet's
+destination; IPv4 ICMP with TOS 0, ID 0 and DF; the quote is the first 536 (IPv6:
+1220) bytes after the Ethernet header, padding included; only a destination
+unreachable goes unanswered; and the RST's acknowledgement counts the bytes after the
+TCP header up to the end of the frame, padding included (the skb is not trimmed there).
+
 Not modelled (and never sent by ``pfc verify``): IP options echoed into an ICMP error,
 the ICMP rate limits (``pfc verify`` sets ``icmp_ratelimit`` to 0), ICMP errors about
 packets of a NATed connection (the kernel translates the quoted packet back).
@@ -36,6 +44,67 @@ def reply(packet: bytes, kind: str, source: Address | None = None) -> bytes | No
     if version == 6 and len(packet) >= 40:
         return _reset6(packet) if kind == "tcp-reset" else _unreach6(packet, kind, source)
     return None
+
+
+def ingress_reply(received: bytes, kind: str) -> bytes | None:
+    """The reply at ``ingress`` to ``received`` (the bytes after the Ethernet header as
+    the device got them, padding included): nft netdev's ``reject`` (module doc)."""
+    version = received[0] >> 4 if received else 0
+    if version == 4 and _valid4(received):
+        total = int.from_bytes(received[2:4], "big")
+        if kind == "tcp-reset":
+            ihl = (received[0] & 0x0F) * 4
+            if not _tcp_answerable(received[:total], 4, ihl, routed=False):
+                return None
+            src, dst = received[12:16], received[16:20]
+            tcp = _rst_header(received[ihl:], len(received) - ihl, dst, src)
+            return _ip4_header(20 + len(tcp), TCP, dst, src, tos=0, ident=0, df=True) + tcp
+        return _netdev_unreach4(received, total, kind)
+    if version == 6 and len(received) >= 40 and \
+            40 + int.from_bytes(received[4:6], "big") <= len(received):
+        packet = received[:40 + int.from_bytes(received[4:6], "big")]
+        if kind == "tcp-reset":
+            if packet[6] != TCP or not _tcp_answerable(packet, 6, 40, routed=False):
+                return None
+            tcp = _rst_header(received[40:], len(received) - 40, packet[24:40], packet[8:24])
+            return _ip6_header(len(tcp), TCP, packet[24:40], packet[8:24]) + tcp
+        return _netdev_unreach6(received, packet, kind)
+    return None
+
+
+def _valid4(packet: bytes) -> bool:
+    """nf_reject_iphdr_validate: version 4, IHL ≥ 5, IHL*4 ≤ total length ≤ bytes."""
+    if len(packet) < 20 or packet[0] >> 4 != 4 or packet[0] & 0x0F < 5:
+        return False
+    total = int.from_bytes(packet[2:4], "big")
+    return (packet[0] & 0x0F) * 4 <= total <= len(packet)
+
+
+def _netdev_unreach4(received: bytes, total: int, kind: str) -> bytes | None:
+    ihl = (received[0] & 0x0F) * 4
+    packet = received[:total]
+    if int.from_bytes(packet[6:8], "big") & 0x1FFF:
+        return None
+    if packet[9] == ICMP and len(packet) > ihl and packet[ihl] == 3:
+        return None
+    if packet[9] in (TCP, UDP) and not _l4_checksum_ok(packet, 4, ihl):
+        return None
+    body = bytes((3, REJECTS[kind][0], 0, 0, 0, 0, 0, 0)) + received[:536]
+    body = body[:2] + _csum(body) + body[4:]
+    return _ip4_header(20 + len(body), ICMP, packet[16:20], packet[12:16], tos=0, ident=0,
+                       df=True) + body
+
+
+def _netdev_unreach6(received: bytes, packet: bytes, kind: str) -> bytes | None:
+    if packet[6] == ICMP6 and len(packet) > 40 and packet[40] == 1:
+        return None
+    if packet[6] in (TCP, UDP, ICMP6) and not _l4_checksum_ok(packet, 6, 40):
+        return None
+    src, dst = packet[24:40], packet[8:24]
+    body = bytes((1, REJECTS[kind][1], 0, 0, 0, 0, 0, 0)) + received[:1220]
+    pseudo = src + dst + len(body).to_bytes(4, "big") + bytes((0, 0, 0, 58))
+    body = body[:2] + _csum(pseudo + body) + body[4:]
+    return _ip6_header(len(body), ICMP6, src, dst) + body
 
 
 # ------------------------------------------------------------------------------ IPv4
@@ -130,16 +199,17 @@ def _icmp_answerable6(packet: bytes) -> bool:
 
 # ------------------------------------------------------------------------- TCP, sums
 
-def _tcp_answerable(packet: bytes, version: int, at: int) -> bool:
+def _tcp_answerable(packet: bytes, version: int, at: int, routed: bool = True) -> bool:
     """nf_reject_ip*_tcphdr_get: TCP, the first fragment, a whole header, not a RST, a
-    good checksum; and (nf_send_reset) not to a broadcast or multicast destination."""
+    good checksum; and where a route was looked up (``routed``: nf_send_reset, not the
+    netdev path) not to a broadcast or multicast destination."""
     if version == 4:
         if packet[9] != TCP or int.from_bytes(packet[6:8], "big") & 0x1FFF:
             return False
         dst = ipaddress.IPv4Address(packet[16:20])
-        if dst.is_multicast or dst == ipaddress.IPv4Address("255.255.255.255"):
+        if routed and (dst.is_multicast or dst == ipaddress.IPv4Address("255.255.255.255")):
             return False
-    elif ipaddress.IPv6Address(packet[24:40]).is_multicast:
+    elif routed and ipaddress.IPv6Address(packet[24:40]).is_multicast:
         return False
     if len(packet) < at + 20 or packet[at + 13] & 0x04:
         return False

@@ -25,7 +25,7 @@ from pfc.oracle.interp import Outcome, evaluate
 from pfc.oracle.packets import ETH_HLEN, ip_input_view, read_frame
 from pfc.oracle.path import nat
 from pfc.oracle.path.host import Host, Port, host_of
-from pfc.oracle.path.reject import reply
+from pfc.oracle.path.reject import ingress_reply, reply
 
 ETH_IP = {4: b"\x08\x00", 6: b"\x86\xdd"}
 
@@ -288,25 +288,21 @@ class Walker:
         return journey
 
     def _reject(self, pkt: _Packet, kind: str, at_ingress: bool) -> None:
-        view = read_frame(pkt.frame, skip_tag=at_ingress)
-        if view.version is None or view.l3 is None:
-            return
-        packet = pkt.frame[view.l3:]
-        answer = reply(packet, kind, self._icmp_source(pkt, view, at_ingress))
-        if answer is None:
-            return
         if at_ingress:  # straight back out of the receiving device, no hook sees it
-            back = pkt.frame[6:12] + pkt.frame[0:6] + ETH_IP[view.version] + answer
-            pkt.journey.replies.append(Journey(fate="sent", frame=back, oif=pkt.ctx.iif))
+            back = ingress_frame(pkt.frame, kind)
+            if back is not None:
+                pkt.journey.replies.append(Journey(fate="sent", frame=back, oif=pkt.ctx.iif))
             return
-        pkt.journey.replies.append(self.send(answer, self.flow.now, Reading("related")))
+        view = read_frame(pkt.frame, skip_tag=False)
+        answer = reply(pkt.frame[view.l3:], kind, self._icmp_source(pkt, view))
+        if answer is not None:
+            pkt.journey.replies.append(self.send(answer, self.flow.now, Reading("related")))
 
-    def _icmp_source(self, pkt: _Packet, view, at_ingress: bool):
-        """icmp_send's source: the rejected packet's destination when it is the host's
-        (or at ingress, where no routing chose), else the address of the interface the
-        reply leaves by."""
+    def _icmp_source(self, pkt: _Packet, view):
+        """icmp_send's source: the rejected packet's destination when it is the host's,
+        else the address of the interface the reply leaves by."""
         dst = _address(pkt.frame, "dst", view.l3)
-        if at_ingress or self.host.is_local(dst):
+        if self.host.is_local(dst):
             return dst
         src = _address(pkt.frame, "src", view.l3)
         route = self.host.route(src)
@@ -323,6 +319,19 @@ class Walker:
         pkt.journey.fate = fate
         pkt.journey.frame = pkt.frame
         return pkt.journey
+
+
+def ingress_frame(frame: bytes, kind: str) -> bytes | None:
+    """The frame ``reject`` sends back at ``ingress`` for ``frame`` (as on the wire):
+    MACs swapped, the VLAN tag kept (``nft_reject_netdev`` puts it back), the reply
+    nft netdev builds."""
+    view = read_frame(frame)
+    if view.version is None:
+        return None
+    answer = ingress_reply(frame[view.l3:], kind)
+    if answer is None:
+        return None
+    return frame[6:12] + frame[0:6] + frame[12:view.l3 - 2] + ETH_IP[view.version] + answer
 
 
 def _place(name: str) -> str:
