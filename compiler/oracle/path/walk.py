@@ -273,7 +273,7 @@ class Walker:
             pkt.ctx.ct_status = None
             return
         conn = reading.conn
-        bits = 0 if conn is None else 0x8 | (0x6 if conn.seen_reply or reading.reply else 0)
+        bits = 0 if conn is None else 0x8 | (0x2 if conn.seen_reply or reading.reply else 0)
         pkt.ctx.ct_status = bits | (pkt.binding.status if pkt.binding else 0)
         pkt.ctx.ct_mark = 0
 
