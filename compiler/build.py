@@ -121,6 +121,10 @@ def _build_whole(part: Ruleset, chosen: Backend, fmt: str | None,
              for d in capability_errors(p, chosen, backends.registry(), limits=False)]
     if diags:
         return [], diags
+    audit = options.get("audit")
+    lists = tuple(chosen.lower(audited(inline_chains(p)) if audit else inline_chains(p))
+                  for p in part.lists)
+    part = Ruleset(lists, (), part.interfaces, part.source)
     fmt = fmt or chosen.formats[0]
     try:
         with paused_gc():

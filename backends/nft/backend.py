@@ -37,12 +37,14 @@ from pfc.backends.base import (
 )
 from pfc.backends.describe import describe
 from pfc.backends.nft import expr as x
+from pfc.backends.nft import firewall as fw
 from pfc.backends.nft import lower as low
 from pfc.backends.nft import maps
 from pfc.backends.nft import redirect as redir
 from pfc.backends.nft import stateful as stf
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import CompileError, Diagnostic, error
+from pfc.frontend.firewall.hooks import BLOCKS
 
 if TYPE_CHECKING:  # jinja2 loads on first render
     import jinja2
@@ -139,8 +141,27 @@ def _rules(rule: ir.Rule, lowering: low.Lowering, default: ir.Verdict,
     if isinstance(action, ir.Redirect):
         return [low.NftRule(rule.index, (*unique(terms), x.counter(), verdict(v)), tag)
                 for terms, v in redir.variants(rule, low.version_of(rule), base)]
+    v2 = _v2_statement(rule)
+    if v2 is not None:
+        return [low.NftRule(rule.index, (*base, *v2), tag if action.terminal else None)]
     name = "drop" if isinstance(action, ir.Drop) else "accept"
     return [low.NftRule(rule.index, (*base, x.counter(), x.verdict(name)), tag)]
+
+
+def _v2_statement(rule: ir.Rule) -> list[x.Node] | None:
+    """``reject``, NAT, ``mark`` and ``notrack`` statements (None for other actions);
+    a deciding one carries the rule's counter, as ``drop`` and ``accept`` do."""
+    action = rule.action
+    version = None if rule.family is ir.Family.ANY else low.version_of(rule)
+    if isinstance(action, ir.Reject):
+        return [x.counter(), fw.reject(action.kind, version)]
+    if isinstance(action, ir.Nat):
+        return [x.counter(), fw.nat(action, version)]
+    if isinstance(action, ir.Mark):
+        return [fw.mark(action.value)]
+    if isinstance(action, ir.Notrack):
+        return [fw.notrack()]
+    return None
 
 
 def unique(terms: list[x.Node]) -> list[x.Node]:
@@ -366,6 +387,11 @@ def run(artifact: Artifact, frames: list[bytes]):
     return nftrun.run(artifact, frames)
 
 
+def _emit_ruleset(ruleset, options: Options) -> Artifact:
+    from pfc.backends.nft.ruleset import emit_ruleset
+    return emit_ruleset(ruleset, options)
+
+
 def _passes() -> tuple:
     """``group_runs`` (runs of rules differing in one value become one set), then
     ``split_families`` (nft's fields and sets are typed by family)."""
@@ -381,5 +407,5 @@ BACKENDS = (Backend(
     supports=frozenset({"count", "redirect", "payload", "ipv6", "non-ip", "log", "limit",
                         "audit", "ct"}),
     formats=("nft", "json"), hooks=tuple(HOOKS), emit=emit, passes=_passes(), run=run,
-    carries={"ingress": "ingress", "raw prerouting": "prerouting", "input": "input"},
+    carries={name: name for name in BLOCKS}, emit_ruleset=_emit_ruleset,
     view=view, pick_hook=pick_hook, limits=refused),)

@@ -24,6 +24,8 @@ def rule(action: str | ir.Action, proto: str = "all", **fields) -> ir.Rule:
             limit = ir.Limit(ir.Rate(value[0], value[1], value[2]))
         else:
             matches.append(_match(name.replace("_", "-"), value))
+    if isinstance(act, ir.Nat) and act.address is not None:
+        family = ir.Family.of_versions({act.address.version})
     for m in matches:
         if isinstance(m, ir.AddrMatch):
             family = ir.Family.of_versions({p.version for p in m.prefixes})
