@@ -47,6 +47,7 @@ from pfc.backends.iptables import lower as low
 from pfc.backends.iptables import stateful as st
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import CompileError, Diagnostic
+from pfc.frontend.firewall.hooks import BLOCKS
 
 if TYPE_CHECKING:  # jinja2 loads on first render
     import jinja2
@@ -308,6 +309,11 @@ def limits(policy: ir.Policy) -> list[Diagnostic]:
     return out
 
 
+def _emit_ruleset(ruleset, options: Options) -> Artifact:
+    from pfc.backends.iptables.ruleset import emit_ruleset
+    return emit_ruleset(ruleset, options)
+
+
 def _passes() -> tuple:
     """IR passes before emission: ``group_runs`` (runs of rules differing in one value
     become one list: one ipset or u32 value list instead of a rule each), then
@@ -328,5 +334,6 @@ BACKENDS = (Backend(
                 "INPUT), ipset for lists",
     supports=frozenset({"count", "payload", "ipv6", "non-ip", "log", "limit", "audit", "ct"}),
     formats=("restore",), hooks=tuple(HOOKS), emit=emit, passes=_passes(), run=run,
-    carries={"raw prerouting": "raw-prerouting", "input": "filter-input"},
+    carries={b: b for b, info in BLOCKS.items() if not info.per_device},
+    emit_ruleset=_emit_ruleset,
     view=view, limits=limits),)
