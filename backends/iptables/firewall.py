@@ -103,11 +103,18 @@ def _count(ranges) -> int:
     return sum(hi - lo + 1 for lo, hi in ranges)
 
 
+REJECT_BLOCKS = ("input", "forward", "output")  # xt_REJECT's hooks
+
+
 def capability(policy: ir.Policy) -> list[Diagnostic]:
     """One error per rule ``refusals`` names."""
     seen, out = set(), []
     for rule in policy.rules:
         reasons = refusals(rule)
+        if isinstance(rule.action, ir.Reject) and policy.hook is not None \
+                and policy.hook.name not in REJECT_BLOCKS:
+            reasons.append(f"`reject` in `{policy.hook.name}` (iptables' REJECT works in "
+                           "input, forward and output only)")
         if reasons and rule.index not in seen:
             seen.add(rule.index)
             out.append(error(f"target `iptables` cannot express {reasons[0]} (rule at line "
