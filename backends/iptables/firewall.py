@@ -32,30 +32,30 @@ def is_v2(m: ir.Match) -> bool:
         or m.field in ("mark", "ct-mark", "ether-type", "vlan-id")
 
 
-def match(rule: ir.Rule, m: ir.Match) -> list:
-    from pfc.backends.iptables.lower import Conj
+def match(rule: ir.Rule, m: ir.Match) -> list[tuple[str, ...]]:
+    """A v2 match as alternatives: each the arguments of one iptables line."""
     neg = ("!",) if m.negated else ()
     if isinstance(m, ir.IfaceMatch):
         flag = "-i" if m.field == "iif" else "-o"
-        return [Conj(neg + (flag, _pattern(n))) for n in uncovered(m.names)]
+        return [neg + (flag, _pattern(n)) for n in uncovered(m.names)]
     if isinstance(m, ir.MacMatch):
-        return [Conj(("-m", "mac") + neg + ("--mac-source", _mac(mac))) for mac in m.macs]
+        return [("-m", "mac") + neg + ("--mac-source", _mac(mac)) for mac in m.macs]
     if isinstance(m, ir.AddrTypeMatch):
         flag = "--dst-type" if m.field == "dst-type" else "--src-type"
-        return [Conj(("-m", "addrtype") + neg + (flag, ",".join(t.upper() for t in m.types)))]
+        return [("-m", "addrtype") + neg + (flag, ",".join(t.upper() for t in m.types))]
     if isinstance(m, ir.CtStatusMatch):
         if not m.negated:
-            return [Conj(tuple(a for s in m.statuses for a in _ct_status(s, ())))]
+            return [tuple(a for s in m.statuses for a in _ct_status(s, ()))]
         # `! --ctstate DNAT` holds on packets with no connection: pfc's is absent there
         guard = ("-m", "conntrack", "!", "--ctstate", "INVALID,UNTRACKED")
-        return [Conj(guard + _ct_status(m.statuses[0], ("!",)))]
+        return [guard + _ct_status(m.statuses[0], ("!",))]
     module = "mark" if m.field == "mark" else "connmark"
     if _count(m.ranges) > MARK_VALUES:  # `capability` refused it before lowering
         raise ValueError(f"rule {rule.index}: too many {m.field} values for iptables")
     values = [v for lo, hi in m.ranges for v in range(lo, hi + 1)]
     if m.negated:
-        return [Conj(("-m", module, "!", "--mark", f"{values[0]:#x}"))]
-    return [Conj(("-m", module, "--mark", f"{v:#x}")) for v in values]
+        return [("-m", module, "!", "--mark", f"{values[0]:#x}")]
+    return [("-m", module, "--mark", f"{v:#x}") for v in values]
 
 
 def _ct_status(status: str, neg: tuple[str, ...]) -> tuple[str, ...]:

@@ -164,7 +164,7 @@ def protocol(rule: ir.Rule, family: int) -> Alts:
 
 def match(rule: ir.Rule, m: ir.Match, family: int) -> Alts:
     if fw.is_v2(m):
-        return fw.match(rule, m)
+        return [Conj(args) for args in fw.match(rule, m)]
     if isinstance(m, ir.IntMatch) and m.field in ("proto", "ttl", "len"):
         return ip_field(m, family)
     if isinstance(m, ir.FragMatch):

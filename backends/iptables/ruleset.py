@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from pfc.backends.base import Artifact, Options, artifact_name, printable
 from pfc.backends.describe import describe
-from pfc.backends.iptables import backend as ib
+from pfc.backends.iptables import files as fl
 from pfc.backends.iptables import firewall as fw
 from pfc.backends.iptables import lower as low
 from pfc.backends.iptables import stateful as st
@@ -48,22 +48,22 @@ def place(block: str, prefix: str) -> Place:
 
 
 def emit_ruleset(ruleset: Ruleset, options: Options) -> Artifact:
-    prefix = ib.chain_name(options.table)
+    prefix = fl.chain_name(options.table)
     diags = [d for p in ruleset.lists for d in fw.capability(p) + st.limits(p)]
     if diags:
         raise CompileError(diags)
     lowering = low.Lowering(options.table.lower())
     first = ruleset.lists[0]
     ipset = artifact_name(first, "iptables", "ipset")
-    fams = {family: _family(ruleset, family, lowering, prefix) for family in ib.FAMILIES}
+    fams = {family: _family(ruleset, family, lowering, prefix) for family in fl.FAMILIES}
     ipset = ipset if lowering.sets else None
-    env = ib._environment()
+    env = fl.environment()
     macros = env.get_template("iptables_ruleset.j2").make_module({
         "source": printable(ruleset.source), "ipset": ipset})
     files = {f["main"]: str(macros.main(f)) for f in fams.values()}
     files |= {f["init"]: str(macros.init(f)) for f in fams.values()}
     if ipset:
-        files[ipset] = ib._ipset_text(env, first, lowering, ipset)
+        files[ipset] = fl.ipset_text(env, first, lowering, ipset)
     meta = {"ruleset": ruleset, "table": options.table, "prefix": prefix,
             "places": sorted({(c["table"], c["base"], c["chain"]) for f in fams.values()
                               for t in f["tables"] for c in t["chains"]}),
@@ -79,7 +79,7 @@ def emit_ruleset(ruleset: Ruleset, options: Options) -> Artifact:
 
 
 def _family(ruleset: Ruleset, family: int, lowering: low.Lowering, prefix: str) -> dict:
-    tool, name, _ = ib.FAMILIES[family]
+    tool, name, _ = fl.FAMILIES[family]
     tables: dict[str, list[dict]] = {t: [] for t in TABLES}
     for policy in ruleset.lists:
         where = place(policy.hook.name, prefix)
@@ -97,7 +97,7 @@ def _chain(policy: ir.Policy, family: int, lowering: low.Lowering, where: Place)
         if family not in rule.family.versions:
             continue
         pairs = _lines(rule, family, lowering, policy.default)
-        note = "" if pairs else f" (never matches {ib.FAMILIES[family][1]}: left out)"
+        note = "" if pairs else f" (never matches {fl.FAMILIES[family][1]}: left out)"
         entries.append({"index": rule.index, "line": rule.line, "note": note,
                         "text": printable(describe(rule)), "lines": [p for p, _ in pairs]})
         owners += [o for _, o in pairs]

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from pfc.backends.base import Artifact, Options, artifact_name, check_dev, check_name, printable
-from pfc.backends.nft import backend as nb
+from pfc.backends.nft import chain as ch
 from pfc.backends.nft import lower as low
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import CompileError, error
@@ -36,7 +36,7 @@ class Chain:
     hook: str
     priority: int
     dev: str | None
-    entries: list[nb.Entry]
+    entries: list[ch.Entry]
     default: low.NftRule | None
     default_name: str = "pass"
 
@@ -58,7 +58,7 @@ def lower(ruleset: Ruleset, options: Options) -> list[Table]:
         for dev in _devices(policy, options) if block.per_device else [None]:
             name = _chain_name(policy.hook.name, dev, names)
             table.chains.append(_chain(policy, table.lowering, name, dev))
-        table.counters += [nb.counter_name(r.index) for r in policy.count_rules]
+        table.counters += [ch.counter_name(r.index) for r in policy.count_rules]
     for table in tables.values():
         table.counters = list(dict.fromkeys(table.counters))
     return list(tables.values())
@@ -86,8 +86,8 @@ def _chain_name(block: str, dev: str | None, taken: set[str]) -> str:
 
 def _chain(policy: ir.Policy, lowering: low.Lowering, name: str, dev: str | None) -> Chain:
     block = BLOCKS[policy.hook.name]
-    found = nb.entries(policy, lowering)
-    default = nb.default_rule(policy) if block.has_default else None
+    found = ch.entries(policy, lowering)
+    default = ch.default_rule(policy) if block.has_default else None
     hook = block.hook
     priority = block.priority if block.priority is not None else 0
     return Chain(name, block.name, _line(policy), "nat" if block.kind == "nat" else "filter",
@@ -111,14 +111,14 @@ def emit_ruleset(ruleset: Ruleset, options: Options) -> Artifact:
     meta = {"ruleset": ruleset, "table": table,
             "tables": [t.family for t in tables if t.chains],
             "chains": {c.name: (t.family, c.block, c.dev) for t in tables for c in t.chains},
-            "counters": {r.index: nb.counter_name(r.index)
+            "counters": {r.index: ch.counter_name(r.index)
                          for p in ruleset.lists for r in p.count_rules},
             "text" if fmt == "nft" else "json": text}
     return Artifact("nft", "ruleset", fmt, text, {name: text.encode()}, first, meta)
 
 
 def render_text(ruleset: Ruleset, tables: list[Table], table: str) -> str:
-    return nb._environment().get_template("nft_ruleset.j2").render(
+    return ch.environment().get_template("nft_ruleset.j2").render(
         source=printable(ruleset.source), table=table,
         tables=[_table_view(t) for t in tables])
 
@@ -127,9 +127,9 @@ def _table_view(t: Table) -> dict:
     entries = [e for c in t.chains for e in c.entries]
     return {"family": t.family, "counters": t.counters,
             "sets": [{"name": s.name, "type": s.type, "interval": s.interval,
-                      "lines": nb._element_lines(s)} for s in t.lowering.sets.values()],
+                      "lines": ch.element_lines(s)} for s in t.lowering.sets.values()],
             "fix_chains": {n: [r.text for r in rules]
-                           for n, rules in nb.fix_chains(entries).items()},
+                           for n, rules in ch.fix_chains(entries).items()},
             "chains": [{"name": c.name, "block": c.block, "line": c.line, "type": c.type,
                         "hook": c.hook, "priority": c.priority, "dev": c.dev,
                         "entries": [{"index": e.index, "line": e.line, "text": e.text,
@@ -160,7 +160,7 @@ def _table_json(t: Table, table: str) -> list[dict]:
         if s.interval:
             one["flags"] = ["interval"]
         cmds.append({"add": {"set": one}})
-    fixes = nb.fix_chains([e for c in t.chains for e in c.entries])
+    fixes = ch.fix_chains([e for c in t.chains for e in c.entries])
     cmds += [{"add": {"chain": {**where, "name": n}}} for n in fixes]
     for n, rules in fixes.items():
         cmds += [{"add": {"rule": r.json(t.family, table, n)}} for r in rules]
