@@ -70,6 +70,8 @@ table inet pfcobs {{
 _HOST_SYSCTLS = {"ipv4/icmp_ratelimit": "0", "ipv4/icmp_msgs_per_sec": "1000000",
                  "ipv4/icmp_msgs_burst": "1000000", "ipv6/icmp/ratelimit": "0",
                  "ipv4/conf/all/rp_filter": "0", "ipv4/conf/default/rp_filter": "0",
+                 "ipv4/conf/all/send_redirects": "0",
+                 "ipv4/conf/default/send_redirects": "0",
                  "ipv6/conf/all/accept_dad": "0", "ipv6/conf/default/accept_dad": "0",
                  "ipv6/conf/all/router_solicitations": "0",
                  "ipv6/conf/default/router_solicitations": "0"}
@@ -225,12 +227,17 @@ class Wire:
     def inject(self, port: str, frame: bytes) -> None:
         self.peer[port].send(frame)
 
-    def send_local(self, packet: bytes) -> None:
-        """Send an IP packet as the host (through output and postrouting)."""
+    def send_local(self, packet: bytes) -> str | None:
+        """Send an IP packet as the host (through output and postrouting); the error
+        the socket gave (``ENETUNREACH``: no route), or None."""
         version = packet[0] >> 4
         dst = socket.inet_ntop(socket.AF_INET if version == 4 else socket.AF_INET6,
                                packet[16:20] if version == 4 else packet[24:40])
-        self.raw[version].sendto(packet, (dst, 0))
+        try:
+            self.raw[version].sendto(packet, (dst, 0))
+        except OSError as exc:
+            return os.strerror(exc.errno) if exc.errno else str(exc)
+        return None
 
     def settle(self) -> tuple[dict[str, list[bytes]], list[bytes]]:
         """Wait until the host has finished with everything sent so far; what each

@@ -83,7 +83,11 @@ class Reading:
 
 @dataclass
 class Conntrack:
+    """``table``: connections by original tuple; ``replies``: by reply tuple (the
+    original swapped, or for a NATed connection the translated tuple swapped)."""
+
     table: dict[Tuple, Connection] = field(default_factory=dict)
+    replies: dict[Tuple, Connection] = field(default_factory=dict)
 
     def read(self, view: FrameView) -> Reading:
         """The packet's state; nothing changes until ``commit``."""
@@ -115,6 +119,7 @@ class Conntrack:
                 if reading.tcp_next is not None:
                     reading.new.tcp = reading.tcp_next
                 self.table[reading.new.original] = reading.new
+                self.replies[_swapped(reading.new.original)] = reading.new
             return
         conn = reading.conn
         if conn is None or reading.state == "invalid":
@@ -124,17 +129,19 @@ class Conntrack:
         if reading.tcp_next is not None:
             conn.tcp = reading.tcp_next
 
-    def alias(self, translated: Tuple, conn: Connection) -> None:
-        """A NATed connection is found by its translated tuple too: the peer's replies
-        carry its reverse (``nf_nat_setup_info`` alters the reply tuple)."""
-        if translated != conn.original:
-            self.table.setdefault(translated, conn)
+    def translated(self, conn: Connection, tup: Tuple) -> None:
+        """A NATed connection's reply tuple is its translated tuple swapped
+        (``nf_nat_setup_info`` alters the reply tuple): the peer's replies are found by
+        that, and the original's plain reverse is no longer the connection's."""
+        if self.replies.get(_swapped(conn.original)) is conn:
+            del self.replies[_swapped(conn.original)]
+        self.replies[_swapped(tup)] = conn
 
     def _find(self, tup: Tuple) -> tuple[Connection | None, bool]:
         conn = self.table.get(tup)
         if conn is not None:
             return conn, False
-        conn = self.table.get(_swapped(tup))
+        conn = self.replies.get(tup)
         return conn, conn is not None
 
     def _tcp(self, view: FrameView, tup: Tuple, conn: Connection | None,
@@ -145,6 +152,7 @@ class Conntrack:
         kind = _tcp_index(flags)
         if conn is not None and not reply and kind == "syn" and conn.tcp in (TW, CL):
             del self.table[conn.original]  # a SYN reopens a closed connection as new
+            self.replies = {k: c for k, c in self.replies.items() if c is not conn}
             conn = None
         if conn is None:
             nxt = _ORIG[kind][NO]

@@ -377,3 +377,18 @@ def _hop_option(packet: bytes, off: int) -> bytes | None:
     if kind == CALIPSO:
         return None
     return packet if kind >> 6 == 0 else None
+
+
+def plain_options(options: bytes) -> bool:
+    """NOPs and 4-byte Router Alerts, then nothing or only EOL bytes."""
+    i = 0
+    while i < len(options):
+        if options[i] == 0:
+            return not any(options[i:])
+        if options[i] == 1:
+            i += 1
+        elif options[i] == 0x94 and options[i + 1:i + 2] == b"\x04":
+            i += 4
+        else:
+            return False
+    return i == len(options)

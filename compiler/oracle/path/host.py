@@ -17,6 +17,19 @@ from pfc.frontend.firewall.ruleset import LOOPBACK, LOOPBACK_ADDRESSES, IPInterf
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 LIMITED_BROADCAST = ipaddress.IPv4Address("255.255.255.255")
+ALL_HOSTS = ipaddress.IPv4Address("224.0.0.1")
+# multicast groups every host joins: all-hosts, all-nodes (link and interface scope)
+JOINED = frozenset((ALL_HOSTS, ipaddress.IPv6Address("ff02::1"),
+                    ipaddress.IPv6Address("ff01::1")))
+
+
+def _zero_ok(source: Address, destination: Address) -> bool:
+    """0.0.0.0 → 0.0.0.0 is taken as a broadcast; 0.0.0.0 may send to 255.255.255.255
+    and 224.0.0.1 (DHCP, IGMP)."""
+    zero = ipaddress.IPv4Address(0)
+    if destination == zero:
+        return source == zero
+    return destination in (LIMITED_BROADCAST, ALL_HOSTS)
 
 
 @dataclass(frozen=True)
@@ -68,11 +81,42 @@ class Host:
             return "multicast"
         return "unicast"
 
+    def martian(self, source: Address, destination: Address, iif: str) -> bool:
+        """Whether routing drops a received packet for its addresses (``ip_route_input_
+        slow``, ``ip6_route_input`` with the default sysctls: ``accept_local`` 0,
+        ``route_localnet`` 0, no multicast routing), measured on Linux 6.18:
+
+        - a multicast or 255.255.255.255 source, a loopback source or destination from
+          a device other than ``lo``, a source that is one of the host's own;
+        - 0.0.0.0: as a destination only from 0.0.0.0 (a broadcast), as a source only
+          to 255.255.255.255 or 224.0.0.1;
+        - multicast destinations other than the groups every host joins (224.0.0.1,
+          ff02::1, ff01::1); IPv6 link-local destinations the host does not hold and
+          link-local sources it would have to forward."""
+        if source.version == 6 and destination.is_unspecified:
+            return True
+        if iif == "lo":
+            return False
+        if source.is_multicast or source == LIMITED_BROADCAST or source.is_loopback \
+                or destination.is_loopback:
+            return True
+        if destination.is_multicast:
+            return destination not in JOINED
+        if source.version == 4 and (source.is_unspecified or destination.is_unspecified):
+            return not _zero_ok(source, destination)
+        if destination.is_link_local and not self.is_local(destination):
+            return True
+        if source.is_link_local and not self.is_local(destination):
+            return True
+        return self.is_local(source)
+
     def route(self, destination: Address) -> Route:
         """The routing decision for a packet to ``destination`` (step 5 of "Received
-        packets"): local, forwarded out of a port to a next hop, or unreachable."""
+        packets"): local, forwarded out of a port to a next hop, or unreachable. An
+        unspecified destination (0.0.0.0, ::) is the host itself, as a local socket
+        sending to it is answered by the host (a received one is ``martian``)."""
         if (self.is_local(destination) or self.is_broadcast(destination)
-                or destination.is_multicast):
+                or destination.is_multicast or destination.is_unspecified):
             owner = next((p for p in self.ports for a in p.addresses
                           if a.ip == destination), self.port(LOOPBACK))
             return Route("local", owner)

@@ -109,7 +109,10 @@ class Walker:
             if self._blocked(pkt, name):
                 return pkt.journey
         pkt.frame = nat.translate(pkt.frame, pkt.binding, self._reply(pkt), "dst")
-        route = self.host.route(_address(pkt.frame, "dst"))
+        source, destination = _address(pkt.frame, "src"), _address(pkt.frame, "dst")
+        if self.host.martian(source, destination, pkt.ctx.iif):
+            return self._end(pkt, "unrouted", passed=False)
+        route = self.host.route(destination)
         if route.kind == "local":
             return self._local_in(pkt)
         if route.kind == "forward" and self.host.forwards:
@@ -314,8 +317,8 @@ class Walker:
             self.flow.reading = pkt.reading
             self.flow.finish(view, passed)
             if passed and pkt.first and pkt.binding is not None:
-                # the peer answers the translated tuple: conntrack finds it by that too
-                self.flow.conntrack.alias(pkt.binding.translated_tuple(), pkt.reading.new)
+                # the peer answers the translated tuple: conntrack finds replies by it
+                self.flow.conntrack.translated(pkt.reading.new, pkt.binding.translated_tuple())
         pkt.journey.fate = fate
         pkt.journey.frame = pkt.frame
         return pkt.journey

@@ -1,0 +1,326 @@
+"""``pfc verify`` of a whole firewall (v2): the compiled ruleset in the host lab
+(``pfc.kernel.hostlab``) against the path interpreter (``pfc.oracle.path``), packet by
+packet, on the topology the file describes (docs/verify.md "Whole firewalls").
+
+Traffic (``traffic``): frames biased to the file's constants and the host's addresses,
+received on each interface in turn, some sent by the host itself, and connections
+across the host (an opener, the answer the walker's prediction implies, and one more
+packet each way) so that conntrack, NAT in both directions and ``ct state`` rules are
+exercised. Every item is sent alone, then the lab settles (two markers); what came out
+is compared with what the walker predicts for it:
+
+- a packet delivered locally: the packet the observer logged after ``input``;
+- forwarded or sent: the frame captured at the peer of the leaving interface, byte for
+  byte (TTL, NAT rewrites and checksums included);
+- ``reject``: its reply, byte for byte except the IPv4 ID of an ICMP error and the
+  header checksum over it (``ip_select_ident``);
+- nothing else: dropped, rejected, unrouted packets leave no trace but their replies.
+
+What the host's own stack sends and the interpreter does not model is not compared:
+ARP, neighbour discovery, and ICMP errors from the host (a UDP port with no socket, a
+TTL that ran out). Fragments are not sent (conntrack reassembles them first), nor is
+a ``tcp-reset`` of a packet conntrack calls invalid observable (``hostlab``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from pfc.build import build_ruleset
+from pfc.frontend import ir
+from pfc.frontend.firewall.ruleset import Ruleset
+from pfc.kernel import hostlab, netns
+from pfc.oracle import gen, sequences
+from pfc.oracle.packets import (
+    ETH_HLEN,
+    ip_field,
+    l2_input_view,
+    ones_sum,
+    plain_options,
+    read_frame,
+)
+from pfc.oracle.path.host import Host, host_of
+from pfc.oracle.path.walk import Journey, Walker
+from pfc.passes.inline_chains import inline_chains
+
+LOCAL_SHARE = 4  # one item in LOCAL_SHARE is sent by the host itself
+
+
+@dataclass(frozen=True)
+class Item:
+    port: str | None  # the receiving interface; None: the host sends it
+    data: bytes  # an Ethernet frame (received) or an IP packet (sent)
+
+
+@dataclass(frozen=True)
+class Difference:
+    item: int
+    what: str
+    expected: str
+    got: str
+
+    def describe(self) -> str:
+        return f"packet {self.item + 1}: {self.what}: expected {self.expected}, got {self.got}"
+
+
+@dataclass
+class Report:
+    target: str
+    items: int = 0
+    agree: int = 0
+    differences: list[Difference] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.differences
+
+
+# --------------------------------------------------------------------------- traffic
+
+def traffic(ruleset: Ruleset, host: Host, n: int, seed: int = 0) -> list[Item]:
+    """``n`` packets biased to the ruleset's constants and the host's addresses, on
+    each interface in turn; about one in ``LOCAL_SHARE`` sent by the host itself
+    (well-formed: what a local socket sends)."""
+    policy = _constants(ruleset, host)
+    ports = [p for p in host.ports if p.name != "lo"]
+    rng = random.Random(seed)
+    received = {p.name: iter(gen.sample(policy, n, seed=seed + i, fragments=False,
+                                        eth_dst=p.mac, eth_src=p.peer_mac))
+                for i, p in enumerate(ports)}
+    sent = iter(gen.sample(policy, n, seed=seed + 99, malformed=False, fragments=False))
+    out = []
+    for i in range(n):
+        if not ports or rng.randrange(LOCAL_SHARE) == 0:
+            packet = _local(next(sent))
+            if packet is not None:
+                out.append(Item(None, packet))
+            continue
+        port = ports[i % len(ports)]
+        frame = next(received[port.name])
+        if l2_input_view(frame) is not None and _plain(frame):  # a runt never arrives
+            out.append(Item(port.name, frame))
+    return out
+
+
+def _local(frame: bytes) -> bytes | None:
+    """The IP packet of a well-formed frame as a raw socket sends it: IPv4 with a
+    non-zero ID (the kernel would choose one for 0: ``raw_send_hdrinc``); None for a
+    destination a socket does not simply send to (multicast, broadcast, unspecified,
+    link-local: interface and socket options decide those)."""
+    view = read_frame(frame, skip_tag=False)
+    if view.version is None or view.l3 != ETH_HLEN:
+        return None
+    dst = ip_field(view, "dst")
+    if dst is None or dst.is_multicast or dst.is_unspecified or dst.is_link_local or \
+            dst == ipaddress.IPv4Address("255.255.255.255") or dst.is_reserved:
+        return None
+    packet = bytearray(frame[ETH_HLEN:])
+    length = int.from_bytes(packet[2:4], "big") if view.version == 4 else \
+        40 + int.from_bytes(packet[4:6], "big")
+    del packet[length:]  # Ethernet padding is not the socket's to send
+    if view.version == 4 and packet[4:6] == b"\0\0":
+        packet[4:6] = b"\x01\x00"
+        packet[10:12] = b"\0\0"
+        ihl = (packet[0] & 0x0F) * 4
+        packet[10:12] = (~ones_sum(bytes(packet[:ihl])) & 0xFFFF).to_bytes(2, "big")
+    return bytes(packet)
+
+
+def _plain(frame: bytes) -> bool:
+    """No IPv4 options but NOPs, Router Alerts and trailing EOLs: ``ip_options_compile``
+    drops bad options after PREROUTING and rewrites others (record route, timestamps),
+    which the interpreter does not model; such packets are not sent."""
+    view = read_frame(frame)
+    if view.version != 4 or view.l3 is None or len(frame) < view.l3 + 20:
+        return True
+    ihl = (frame[view.l3] & 0x0F) * 4
+    return plain_options(frame[view.l3 + 20:view.l3 + ihl])
+
+
+def _constants(ruleset: Ruleset, host: Host) -> ir.Policy:
+    """One policy holding every rule of the file (chains inlined) and a rule per host
+    address, next hop and neighbour, for the frame generator's constants."""
+    rules = [r for p in ruleset.lists for r in inline_chains(p).rules]
+    for port in host.ports:
+        addresses = [a.ip for a in port.addresses] + ([port.gateway] if port.gateway else [])
+        addresses += [a.network[2] for a in port.addresses if a.network.num_addresses > 4]
+        for address in addresses:
+            net = ipaddress.ip_network(address)
+            rules.append(ir.Rule(len(rules) + 10_000, ir.Pass(),
+                                 ir.Family.of_versions({address.version}), None,
+                                 (ir.AddrMatch("dst", (net,)),)))
+    return ir.Policy(tuple(r for r in rules if r.family is not ir.Family.ANY or r.matches))
+
+
+# ------------------------------------------------------------------------ verifying
+
+def verify_ruleset(ruleset: Ruleset, target: str, n: int = 300, seed: int = 0,
+                   tick: Callable[[int], None] = lambda _: None) -> Report:
+    """Compile ``ruleset`` for ``target`` (nft or iptables), load it in a host lab and
+    compare every item's fate with the walker's."""
+    ruleset = slowed(ruleset)
+    artifacts, diags = build_ruleset(ruleset, [target])
+    if diags:
+        raise ValueError("; ".join(d.message for d in diags))
+    host = host_of(ruleset)
+    items = traffic(ruleset, host, n, seed)
+    report = Report(target)
+    with hostlab.host_lab(host) as lab:
+        _load(lab, artifacts)
+        with netns.one_cpu():
+            wire = hostlab.Wire(lab)
+            try:
+                _run(lab, wire, Walker(ruleset, host), items, report, tick)
+            finally:
+                wire.close()
+    return report
+
+
+def slowed(ruleset: Ruleset) -> Ruleset:
+    """Every rate 1/minute (``sequences.slowed``): the lab takes seconds, the walker none."""
+    chains = tuple(replace(c, rules=sequences.slowed(ir.Policy(c.rules)).rules)
+                   for c in ruleset.chains)
+    lists = tuple(replace(sequences.slowed(p), chains=chains) for p in ruleset.lists)
+    return replace(ruleset, lists=lists, chains=chains)
+
+
+def _load(lab: hostlab.HostLab, artifacts) -> None:
+    """The artifacts into the lab's host namespace, as ``pfc load`` would put them."""
+    with lab.inside_host():
+        for artifact in artifacts:
+            if artifact.target == "nft":
+                _nft(artifact.text)
+            elif artifact.target == "iptables":
+                _iptables(artifact)
+            else:
+                raise ValueError(f"`pfc verify` of a whole firewall runs nft and iptables "
+                                 f"artifacts, not {artifact.target}")
+
+
+def _nft(text: str) -> None:
+    import nftables
+    rc, _, err = nftables.Nftables().cmd(text)
+    if rc != 0:
+        raise RuntimeError(f"nft refused the ruleset: {err.strip()}")
+
+
+def _iptables(artifact) -> None:
+    files, names = artifact.files, artifact.meta["files"]
+    if names["ipset"]:
+        _call(["ipset", "restore"], files[names["ipset"]])
+    for tool, init, main in (("iptables", "init4", "ipv4"), ("ip6tables", "init6", "ipv6")):
+        for name in (init, main):
+            _call([f"{tool}-nft-restore", "--noflush"], files[names[name]])
+
+
+def _call(argv: list[str], data: bytes) -> None:
+    import subprocess
+    result = subprocess.run(argv, input=data, capture_output=True)
+    if result.returncode:
+        raise RuntimeError(f"`{' '.join(argv)}` failed: {result.stderr.decode().strip()}")
+
+
+def _run(lab, wire, walker: Walker, items: list[Item], report: Report, tick) -> None:
+    for number, item in enumerate(items):
+        journey = walker.receive(item.data, item.port) if item.port else \
+            walker.send(item.data)
+        _neighbours(lab, walker.host, journey)
+        refused = None
+        if item.port:
+            wire.inject(item.port, item.data)
+        else:
+            refused = wire.send_local(item.data)
+        captured, delivered = wire.settle()
+        report.items += 1
+        found = compare(number, journey, captured, delivered, walker.host)
+        if (refused is not None) != (journey.fate == "unrouted" and item.port is None):
+            found.append(Difference(number, "sending", "unrouted" if journey.fate ==
+                                    "unrouted" else "sent", refused or "sent"))
+        report.differences += found
+        report.agree += not found
+        tick(number)
+
+
+def _neighbours(lab, host: Host, journey: Journey) -> None:
+    """Permanent neighbour entries for every next hop the journey and its replies
+    leave by (the peers answer no ARP)."""
+    for j in [journey, *journey.replies]:
+        if j.fate in ("forwarded", "sent") and j.oif and j.frame:
+            view = read_frame(j.frame, skip_tag=False)
+            if view.version is None:
+                continue
+            at = view.l3 + (16 if view.version == 4 else 24)
+            dst = ipaddress.ip_address(j.frame[at:at + (4 if view.version == 4 else 16)])
+            hop = host.route(dst).next_hop or dst
+            hostlab.neighbour(lab, j.oif, hop)
+
+
+# ------------------------------------------------------------------------ comparing
+
+def compare(number: int, journey: Journey, captured: dict[str, list[bytes]],
+            delivered: list[bytes], host: Host) -> list[Difference]:
+    want_out, want_in = _expected(journey)
+    out = []
+    where = f"{journey.fate}{' at ' + journey.where if journey.where else ''}"
+    for port in sorted(set(captured) | set(want_out)):
+        got = Counter(_norm(f) for f in captured.get(port, []))
+        want = Counter(_norm(f) for f in want_out.get(port, []))
+        missing = list((want - got).elements())
+        extra = [f for f in (got - want).elements() if not _noise(f)]
+        if missing or extra:
+            out.append(Difference(number, f"out of {port} ({where})",
+                                  _hex(want_out.get(port, [])),
+                                  _hex(captured.get(port, []))))
+    got_in = [p for p in delivered if p in want_in or not _noise(bytes(14) + p)]
+    if got_in != want_in:
+        out.append(Difference(number, f"delivered ({where})", _hex(want_in),
+                              _hex(delivered)))
+    return out
+
+
+def _expected(journey: Journey) -> tuple[dict[str, list[bytes]], list[bytes]]:
+    out: dict[str, list[bytes]] = {}
+    delivered: list[bytes] = []
+    for j in [journey, *journey.replies]:
+        if j.fate in ("forwarded", "sent") and j.oif:
+            out.setdefault(j.oif, []).append(j.frame)
+        elif j.fate == "delivered":
+            delivered.append(j.frame[ETH_HLEN:])
+    return out, delivered
+
+
+def _noise(frame: bytes) -> bool:
+    """What the host's own stack sends that the interpreter does not model: non-IP
+    frames (ARP), ICMP errors (a UDP port with no socket, a TTL that ran out, an
+    unknown protocol, a neighbour that never answered), redirects, neighbour discovery
+    and MLD. A ``reject``'s reply is predicted: only an extra one
+    is noise."""
+    view = read_frame(frame, skip_tag=False)
+    if view.version is None:
+        return True
+    if view.l4 is None or view.l4 >= len(frame):
+        return False
+    kind = frame[view.l4]
+    if view.version == 4 and view.l4proto == 1:
+        return kind in (3, 5, 11, 12)
+    return view.version == 6 and view.l4proto == 58 and (
+        kind < 128 or 130 <= kind <= 137 or kind == 143)
+
+
+def _norm(frame: bytes) -> bytes:
+    """An ICMP error's IPv4 ID and header checksum zeroed (``ip_select_ident``)."""
+    view = read_frame(frame, skip_tag=False)
+    if view.version == 4 and view.l4proto == 1 and view.l4 is not None:
+        data = bytearray(frame)
+        data[view.l3 + 4:view.l3 + 6] = b"\0\0"
+        data[view.l3 + 10:view.l3 + 12] = b"\0\0"
+        return bytes(data)
+    return frame
+
+
+def _hex(frames: list[bytes]) -> str:
+    return "[" + ", ".join(f.hex() for f in frames) + "]" if frames else "nothing"
