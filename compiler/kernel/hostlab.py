@@ -11,7 +11,8 @@ two throw-away network namespaces, for ``pfc verify`` of v2 files and the tests.
   of the port);
 - an observer table ``inet pfcobs`` in the host namespace logs every delivered packet
   (input, priority 1000: after pfc's filter and srcnat chains) to NFLOG group
-  ``DELIVERED_GROUP``, and keeps the host's own stack quiet: its TCP resets (no
+  ``DELIVERED_GROUP``, and keeps the host's own stack quiet: its TCP resets and
+  echo replies (no
   connection attached yet, unlike a ``reject``'s, which ``nf_ct_attach`` gives the
   rejected packet's) and neighbour discovery are dropped at output priority -400,
   before conntrack or pfc's chains see them; packets the tests send from the host
@@ -62,6 +63,8 @@ table inet pfcobs {{
     type filter hook output priority -400; policy accept;
     meta priority {prio} accept
     meta l4proto tcp tcp flags & rst == rst ct state invalid drop
+    icmp type echo-reply ct state invalid drop
+    icmpv6 type echo-reply ct state invalid drop
     icmpv6 type {{ nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert,
                   mld-listener-report, mld2-listener-report }} drop
   }}

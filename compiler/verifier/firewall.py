@@ -13,7 +13,7 @@ is compared with what the walker predicts for it:
 - forwarded or sent: the frame captured at the peer of the leaving interface, byte for
   byte (TTL, NAT rewrites and checksums included);
 - ``reject``: its reply, byte for byte except the IPv4 ID of an ICMP error and the
-  header checksum over it (``ip_select_ident``);
+  header checksum over it (``ip_select_ident``) and an ICMPv6 error's flow label;
 - nothing else: dropped, rejected, unrouted packets leave no trace but their replies.
 
 What the host's own stack sends and the interpreter does not model is not compared:
@@ -52,8 +52,14 @@ LOCAL_SHARE = 4  # one item in LOCAL_SHARE is sent by the host itself
 
 @dataclass(frozen=True)
 class Item:
-    port: str | None  # the receiving interface; None: the host sends it
-    data: bytes  # an Ethernet frame (received) or an IP packet (sent)
+    """A packet to send: received on ``port`` (an Ethernet frame) or sent by the host
+    (``port`` None, an IP packet); or, with ``answer`` set, the answer to the previous
+    item as the walker predicts it arrived (``answer`` holds the TCP flags to answer
+    with, 0 for UDP/ICMP), from wherever it went."""
+
+    port: str | None
+    data: bytes
+    answer: int | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,118 @@ def traffic(ruleset: Ruleset, host: Host, n: int, seed: int = 0) -> list[Item]:
         if l2_input_view(frame) is not None and _plain(frame):  # a runt never arrives
             out.append(Item(port.name, frame))
     return out
+
+
+def conversations(host: Host, ruleset: Ruleset, seed: int = 0) -> list[Item]:
+    """Connections across the host, from every interface to every address the file or
+    the host names: TCP (SYN, SYN+ACK back, ACK), UDP (query, answer, query) and ICMP
+    echo (request, reply), IPv4 and IPv6: conntrack states, NAT both ways."""
+    rng = random.Random(seed)
+    ports = [p for p in host.ports if p.name != "lo"]
+    targets = _targets(host, ruleset)
+    out = []
+    for port in ports:
+        for dst in targets:
+            src = _outside(host, port, dst.version, rng)
+            if src is None:
+                continue
+            for proto, dport in ((6, rng.choice(_PORTS)), (17, rng.choice(_PORTS)), (1, 0)):
+                opener = _packet(src, dst, proto, 30000 + rng.randrange(20000), dport, 0x02)
+                frame = port.peer_mac and (port.mac + port.peer_mac + _ETHER[dst.version]
+                                           + opener)
+                out += [Item(port.name, frame), Item(None, b"", 0x12 if proto == 6 else 0),
+                        Item(port.name, frame, 0x10 if proto == 6 else None)]
+    return out
+
+
+_PORTS = (22, 53, 80, 443, 8080, 25)
+_ETHER = {4: b"\x08\x00", 6: b"\x86\xdd"}
+
+
+def _targets(host: Host, ruleset: Ruleset) -> list:
+    """The host's addresses, a neighbour in each subnet, the file's own addresses."""
+    out = []
+    for port in host.ports:
+        if port.name == "lo":
+            continue
+        out += [a.ip for a in port.addresses]
+        out += [a.network[2] for a in port.addresses if a.network.num_addresses > 4]
+    for rule in ruleset.rules:
+        for m in rule.matches:
+            if isinstance(m, ir.AddrMatch) and m.field == "dst":
+                out += [p.network_address for p in m.prefixes[:2]]
+    out += [ipaddress.ip_address("198.51.100.77"), ipaddress.ip_address("2001:db8:77::7")]
+    return list(dict.fromkeys(a for a in out if not a.is_multicast and not a.is_loopback))
+
+
+def _outside(host: Host, port, version: int, rng) -> object | None:
+    """A source beyond ``port``: a neighbour in its subnet, or (behind its gateway)
+    a remote address."""
+    nets = [a.network for a in port.addresses if a.version == version]
+    if port.gateway is not None and port.gateway.version == version:
+        return ipaddress.ip_address("192.0.2.77" if version == 4 else "2001:db8:99::9")
+    if nets and nets[0].num_addresses > 8:
+        return nets[0][rng.randrange(3, min(nets[0].num_addresses - 2, 200))]
+    return None
+
+
+def _packet(src, dst, proto: int, sport: int, dport: int, flags: int) -> bytes:
+    from pfc.oracle import framebuild as fb
+    s, d = src.packed, dst.packed
+    if proto == 6:
+        body = fb.tcp(s, d, sport, dport, flags, b"", seq=1000, ack=0)
+    elif proto == 17:
+        body = fb.udp(s, d, sport, dport, b"q")
+    else:
+        body = (fb.icmp(8, 0, sport.to_bytes(2, "big") + b"\0\1", b"ping") if src.version == 4
+                else fb.icmp6(s, d, 128, 0, sport.to_bytes(2, "big") + b"\0\1", b"ping"))
+    if src.version == 4:
+        return fb.ipv4(s, d, proto if proto != 1 else 1, body, ident=7)
+    return fb.ipv6(s, d, proto if proto != 1 else 58, body)
+
+
+def answer(journey: Journey, flags: int, host: Host) -> Item | None:
+    """The answer to the packet of ``journey`` where it arrived: its addresses and
+    ports swapped (TCP with ``flags``, seq/ack following; ICMP echo as a reply), from
+    the peer it was forwarded to, or from the host when it was delivered."""
+    if journey.frame is None or journey.fate not in ("forwarded", "sent", "delivered"):
+        return None
+    view = read_frame(journey.frame, skip_tag=False)
+    if view.version is None or view.l4 is None:
+        return None
+    src, dst = ip_field(view, "dst"), ip_field(view, "src")
+    data = journey.frame
+    proto = view.l4proto
+    sport = int.from_bytes(data[view.l4 + 2:view.l4 + 4], "big")
+    dport = int.from_bytes(data[view.l4:view.l4 + 2], "big")
+    if proto == 6:
+        packet = _reply_tcp(src, dst, sport, dport, flags, data[view.l4:])
+    elif proto == 17:
+        packet = _packet(src, dst, 17, sport, dport, 0)
+    elif proto in (1, 58) and data[view.l4] in (8, 128):
+        packet = _echo_reply(src, dst, proto, data[view.l4 + 4:view.l4 + 8])
+    else:
+        return None
+    if journey.fate == "delivered":
+        return Item(None, packet)
+    port = host.port(journey.oif)
+    return Item(port.name, port.mac + port.peer_mac + _ETHER[src.version] + packet)
+
+
+def _reply_tcp(src, dst, sport: int, dport: int, flags: int, segment: bytes) -> bytes:
+    from pfc.oracle import framebuild as fb
+    seq = int.from_bytes(segment[4:8], "big")
+    s, d = src.packed, dst.packed
+    body = fb.tcp(s, d, sport, dport, flags, b"", seq=5000, ack=(seq + 1) & 0xFFFFFFFF)
+    return fb.ipv4(s, d, 6, body, ident=9) if src.version == 4 else fb.ipv6(s, d, 6, body)
+
+
+def _echo_reply(src, dst, proto: int, rest: bytes) -> bytes:
+    from pfc.oracle import framebuild as fb
+    s, d = src.packed, dst.packed
+    if proto == 1:
+        return fb.ipv4(s, d, 1, fb.icmp(0, 0, rest, b"ping"), ident=9)
+    return fb.ipv6(s, d, 58, fb.icmp6(s, d, 129, 0, rest, b"ping"))
 
 
 def _local(frame: bytes) -> bytes | None:
@@ -167,7 +285,7 @@ def verify_ruleset(ruleset: Ruleset, target: str, n: int = 300, seed: int = 0,
     if diags:
         raise ValueError("; ".join(d.message for d in diags))
     host = host_of(ruleset)
-    items = traffic(ruleset, host, n, seed)
+    items = traffic(ruleset, host, n, seed) + conversations(host, ruleset, seed)
     report = Report(target)
     with hostlab.host_lab(host) as lab:
         _load(lab, artifacts)
@@ -225,9 +343,17 @@ def _call(argv: list[str], data: bytes) -> None:
 
 
 def _run(lab, wire, walker: Walker, items: list[Item], report: Report, tick) -> None:
+    last = None
     for number, item in enumerate(items):
+        if item.answer is not None and not item.data:
+            item = answer(last, item.answer, walker.host) if last is not None else None
+            if item is None:
+                continue
+        elif item.answer is not None:  # the opener's side again: a follow-up packet
+            item = _follow_up(item)
         journey = walker.receive(item.data, item.port) if item.port else \
             walker.send(item.data)
+        last = journey
         _neighbours(lab, walker.host, journey)
         refused = None
         if item.port:
@@ -243,6 +369,23 @@ def _run(lab, wire, walker: Walker, items: list[Item], report: Report, tick) -> 
         report.differences += found
         report.agree += not found
         tick(number)
+
+
+def _follow_up(item: Item) -> Item:
+    """The opener's next packet: TCP with ``item.answer``'s flags (the handshake's ACK),
+    UDP and ICMP sent again."""
+    view = read_frame(item.data, skip_tag=False)
+    if view.l4proto != 6 or view.l4 is None:
+        return Item(item.port, item.data)
+    src, dst = ip_field(view, "src"), ip_field(view, "dst")
+    data = item.data
+    sport = int.from_bytes(data[view.l4:view.l4 + 2], "big")
+    dport = int.from_bytes(data[view.l4 + 2:view.l4 + 4], "big")
+    from pfc.oracle import framebuild as fb
+    s, d = src.packed, dst.packed
+    body = fb.tcp(s, d, sport, dport, item.answer, b"", seq=1001, ack=5001)
+    packet = fb.ipv4(s, d, 6, body, ident=8) if src.version == 4 else fb.ipv6(s, d, 6, body)
+    return Item(item.port, data[:ETH_HLEN] + packet)
 
 
 def _neighbours(lab, host: Host, journey: Journey) -> None:
@@ -312,14 +455,18 @@ def _noise(frame: bytes) -> bool:
 
 
 def _norm(frame: bytes) -> bytes:
-    """An ICMP error's IPv4 ID and header checksum zeroed (``ip_select_ident``)."""
+    """What the kernel chooses for an ICMP error and the interpreter cannot: its IPv4
+    ID and the header checksum over it (``ip_select_ident``), its IPv6 flow label
+    (``auto_flowlabels``: a hash), zeroed."""
     view = read_frame(frame, skip_tag=False)
+    data = bytearray(frame)
     if view.version == 4 and view.l4proto == 1 and view.l4 is not None:
-        data = bytearray(frame)
         data[view.l3 + 4:view.l3 + 6] = b"\0\0"
         data[view.l3 + 10:view.l3 + 12] = b"\0\0"
-        return bytes(data)
-    return frame
+    elif view.version == 6 and view.l4proto == 58 and view.l4 is not None:
+        data[view.l3 + 1] &= 0xF0
+        data[view.l3 + 2:view.l3 + 4] = b"\0\0"
+    return bytes(data)
 
 
 def _hex(frames: list[bytes]) -> str:

@@ -87,7 +87,7 @@ def _netdev_unreach4(received: bytes, total: int, kind: str) -> bytes | None:
         return None
     if packet[9] == ICMP and len(packet) > ihl and packet[ihl] == 3:
         return None
-    if packet[9] in (TCP, UDP) and not _l4_checksum_ok(packet, 4, ihl):
+    if not _verifies(packet, 4):
         return None
     body = bytes((3, REJECTS[kind][0], 0, 0, 0, 0, 0, 0)) + received[:536]
     body = body[:2] + _csum(body) + body[4:]
@@ -96,9 +96,10 @@ def _netdev_unreach4(received: bytes, total: int, kind: str) -> bytes | None:
 
 
 def _netdev_unreach6(received: bytes, packet: bytes, kind: str) -> bytes | None:
-    if packet[6] == ICMP6 and len(packet) > 40 and packet[40] == 1:
+    at, proto = _transport6(packet)
+    if proto == ICMP6 and at is not None and at < len(packet) and packet[at] == 1:
         return None
-    if packet[6] in (TCP, UDP, ICMP6) and not _l4_checksum_ok(packet, 6, 40):
+    if not _verifies(packet, 6):
         return None
     src, dst = packet[24:40], packet[8:24]
     body = bytes((1, REJECTS[kind][1], 0, 0, 0, 0, 0, 0)) + received[:1220]
@@ -150,12 +151,9 @@ def _icmp_answerable4(packet: bytes, ihl: int) -> bool:
     src = ipaddress.IPv4Address(packet[12:16])
     if src.is_multicast or src == ipaddress.IPv4Address(0) or src.is_reserved:
         return False
-    proto = packet[9]
-    if proto == ICMP:
-        return len(packet) > ihl and packet[ihl] not in _ICMP_ERRORS
-    if proto in (TCP, UDP):
-        return _l4_checksum_ok(packet, 4, ihl)
-    return True
+    if packet[9] == ICMP and (len(packet) <= ihl or packet[ihl] in _ICMP_ERRORS):
+        return False
+    return _verifies(packet, 4)
 
 
 # ------------------------------------------------------------------------------ IPv6
@@ -185,16 +183,15 @@ def _ip6_header(length: int, proto: int, src: bytes, dst: bytes) -> bytes:
 
 def _icmp_answerable6(packet: bytes) -> bool:
     """icmpv6_send's refusals: a multicast or unspecified source, a multicast
-    destination, an ICMPv6 error, a bad TCP/UDP checksum."""
+    destination, an ICMPv6 error; and reject's checksum check (``_verifies``)."""
     src = ipaddress.IPv6Address(packet[8:24])
     dst = ipaddress.IPv6Address(packet[24:40])
     if src.is_multicast or src.is_unspecified or dst.is_multicast:
         return False
-    if packet[6] == ICMP6:
-        return len(packet) > 40 and packet[40] >= 128
-    if packet[6] in (TCP, UDP):
-        return _l4_checksum_ok(packet, 6, 40)
-    return True
+    at, proto = _transport6(packet)
+    if proto == ICMP6 and at is not None and (at >= len(packet) or packet[at] < 128):
+        return False
+    return _verifies(packet, 6)
 
 
 # ------------------------------------------------------------------------- TCP, sums
@@ -232,6 +229,58 @@ def _rst_header(segment: bytes, seglen: int, src: bytes, dst: bytes) -> bytes:
     if len(src) == 16:
         pseudo += b"\0\0\0\x06"
     return head[:16] + _csum(pseudo + head) + head[18:]
+
+
+_UNSUMMED = frozenset((47, 50, 51, 132, 136, 33))  # GRE, ESP, AH, SCTP, UDP-Lite, DCCP
+_EXTENSIONS = (0, 43, 60, 51, 44)  # ipv6_skip_exthdr's: hop-by-hop, routing, dest, AH, frag
+
+
+def _verifies(packet: bytes, version: int) -> bool:
+    """The checksum check ``reject`` makes before it answers with an ICMP error
+    (``nf_reject_verify_csum`` then ``nf_ip_checksum``/``nf_ip6_checksum``): none for
+    protocols without a 16-bit ones'-complement sum over their payload (GRE, ESP, AH,
+    SCTP, UDP-Lite, DCCP) and for an IPv4 UDP checksum of 0; TCP and UDP over their
+    pseudo-header; any other IPv4 payload must sum to 0xffff on its own (ICMP, IGMP
+    do); on IPv6 every other payload over the pseudo-header, from the first byte after
+    the extension headers, which must exist (an empty payload or a later fragment is
+    never answered)."""
+    if version == 4:
+        at, proto = (packet[0] & 0x0F) * 4, packet[9]
+        if proto in _UNSUMMED or (proto == UDP and packet[at + 6:at + 8] == b"\0\0"):
+            return True
+        if proto not in (TCP, UDP):
+            return ones_sum(packet[at:]) == 0xFFFF
+        return _pseudo_sum_ok(packet, 4, at, proto)
+    at, proto = _transport6(packet)
+    if at is None or at >= len(packet):
+        return False
+    return proto in _UNSUMMED or _pseudo_sum_ok(packet, 6, at, proto)
+
+
+def _transport6(packet: bytes) -> tuple[int | None, int]:
+    """Where the IPv6 payload's upper layer starts and its protocol
+    (``ipv6_skip_exthdr``): None past the end, at No Next Header or in a later
+    fragment."""
+    kind, at = packet[6], 40
+    while kind in _EXTENSIONS:
+        if at + 8 > len(packet):
+            return None, kind
+        if kind == 44:
+            if int.from_bytes(packet[at + 2:at + 4], "big") & 0xFFF8:
+                return None, kind
+            kind, at = packet[at], at + 8
+            continue
+        step = (packet[at + 1] + 2) * 4 if kind == 51 else (packet[at + 1] + 1) * 8
+        kind, at = packet[at], at + step
+    return (None, kind) if kind == 59 else (at, kind)
+
+
+def _pseudo_sum_ok(packet: bytes, version: int, at: int, proto: int) -> bool:
+    segment = packet[at:]
+    addrs = packet[12:20] if version == 4 else packet[8:40]
+    pseudo = addrs + (len(segment).to_bytes(4, "big") + bytes((0, 0, 0, proto)) if version == 6
+                      else bytes((0, proto)) + len(segment).to_bytes(2, "big"))
+    return ones_sum(pseudo + segment) == 0xFFFF
 
 
 def _l4_checksum_ok(packet: bytes, version: int, at: int) -> bool:
