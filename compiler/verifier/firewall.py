@@ -24,8 +24,8 @@ a ``tcp-reset`` of a packet conntrack calls invalid observable (``hostlab``).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
-import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -34,32 +34,11 @@ from pfc.build import build_ruleset
 from pfc.frontend import ir
 from pfc.frontend.firewall.ruleset import Ruleset
 from pfc.kernel import hostlab, netns
-from pfc.oracle import gen, sequences
-from pfc.oracle.packets import (
-    ETH_HLEN,
-    ip_field,
-    l2_input_view,
-    ones_sum,
-    plain_options,
-    read_frame,
-)
+from pfc.oracle import sequences
+from pfc.oracle.packets import ETH_HLEN, read_frame
 from pfc.oracle.path.host import Host, host_of
 from pfc.oracle.path.walk import Journey, Walker
-from pfc.passes.inline_chains import inline_chains
-
-LOCAL_SHARE = 4  # one item in LOCAL_SHARE is sent by the host itself
-
-
-@dataclass(frozen=True)
-class Item:
-    """A packet to send: received on ``port`` (an Ethernet frame) or sent by the host
-    (``port`` None, an IP packet); or, with ``answer`` set, the answer to the previous
-    item as the walker predicts it arrived (``answer`` holds the TCP flags to answer
-    with, 0 for UDP/ICMP), from wherever it went."""
-
-    port: str | None
-    data: bytes
-    answer: int | None = None
+from pfc.verifier.traffic import Item, answer, conversations, follow_up, traffic
 
 
 @dataclass(frozen=True)
@@ -87,193 +66,6 @@ class Report:
 
 # --------------------------------------------------------------------------- traffic
 
-def traffic(ruleset: Ruleset, host: Host, n: int, seed: int = 0) -> list[Item]:
-    """``n`` packets biased to the ruleset's constants and the host's addresses, on
-    each interface in turn; about one in ``LOCAL_SHARE`` sent by the host itself
-    (well-formed: what a local socket sends)."""
-    policy = _constants(ruleset, host)
-    ports = [p for p in host.ports if p.name != "lo"]
-    rng = random.Random(seed)
-    received = {p.name: iter(gen.sample(policy, n, seed=seed + i, fragments=False,
-                                        eth_dst=p.mac, eth_src=p.peer_mac))
-                for i, p in enumerate(ports)}
-    sent = iter(gen.sample(policy, n, seed=seed + 99, malformed=False, fragments=False))
-    out = []
-    for i in range(n):
-        if not ports or rng.randrange(LOCAL_SHARE) == 0:
-            packet = _local(next(sent))
-            if packet is not None:
-                out.append(Item(None, packet))
-            continue
-        port = ports[i % len(ports)]
-        frame = next(received[port.name])
-        if l2_input_view(frame) is not None and _plain(frame):  # a runt never arrives
-            out.append(Item(port.name, frame))
-    return out
-
-
-def conversations(host: Host, ruleset: Ruleset, seed: int = 0) -> list[Item]:
-    """Connections across the host, from every interface to every address the file or
-    the host names: TCP (SYN, SYN+ACK back, ACK), UDP (query, answer, query) and ICMP
-    echo (request, reply), IPv4 and IPv6: conntrack states, NAT both ways."""
-    rng = random.Random(seed)
-    ports = [p for p in host.ports if p.name != "lo"]
-    targets = _targets(host, ruleset)
-    out = []
-    for port in ports:
-        for dst in targets:
-            src = _outside(host, port, dst.version, rng)
-            if src is None:
-                continue
-            for proto, dport in ((6, rng.choice(_PORTS)), (17, rng.choice(_PORTS)), (1, 0)):
-                opener = _packet(src, dst, proto, 30000 + rng.randrange(20000), dport, 0x02)
-                frame = port.peer_mac and (port.mac + port.peer_mac + _ETHER[dst.version]
-                                           + opener)
-                out += [Item(port.name, frame), Item(None, b"", 0x12 if proto == 6 else 0),
-                        Item(port.name, frame, 0x10 if proto == 6 else None)]
-    return out
-
-
-_PORTS = (22, 53, 80, 443, 8080, 25)
-_ETHER = {4: b"\x08\x00", 6: b"\x86\xdd"}
-
-
-def _targets(host: Host, ruleset: Ruleset) -> list:
-    """The host's addresses, a neighbour in each subnet, the file's own addresses."""
-    out = []
-    for port in host.ports:
-        if port.name == "lo":
-            continue
-        out += [a.ip for a in port.addresses]
-        out += [a.network[2] for a in port.addresses if a.network.num_addresses > 4]
-    for rule in ruleset.rules:
-        for m in rule.matches:
-            if isinstance(m, ir.AddrMatch) and m.field == "dst":
-                out += [p.network_address for p in m.prefixes[:2]]
-    out += [ipaddress.ip_address("198.51.100.77"), ipaddress.ip_address("2001:db8:77::7")]
-    return list(dict.fromkeys(a for a in out if not a.is_multicast and not a.is_loopback))
-
-
-def _outside(host: Host, port, version: int, rng) -> object | None:
-    """A source beyond ``port``: a neighbour in its subnet, or (behind its gateway)
-    a remote address."""
-    nets = [a.network for a in port.addresses if a.version == version]
-    if port.gateway is not None and port.gateway.version == version:
-        return ipaddress.ip_address("192.0.2.77" if version == 4 else "2001:db8:99::9")
-    if nets and nets[0].num_addresses > 8:
-        return nets[0][rng.randrange(3, min(nets[0].num_addresses - 2, 200))]
-    return None
-
-
-def _packet(src, dst, proto: int, sport: int, dport: int, flags: int) -> bytes:
-    from pfc.oracle import framebuild as fb
-    s, d = src.packed, dst.packed
-    if proto == 6:
-        body = fb.tcp(s, d, sport, dport, flags, b"", seq=1000, ack=0)
-    elif proto == 17:
-        body = fb.udp(s, d, sport, dport, b"q")
-    else:
-        body = (fb.icmp(8, 0, sport.to_bytes(2, "big") + b"\0\1", b"ping") if src.version == 4
-                else fb.icmp6(s, d, 128, 0, sport.to_bytes(2, "big") + b"\0\1", b"ping"))
-    if src.version == 4:
-        return fb.ipv4(s, d, proto if proto != 1 else 1, body, ident=7)
-    return fb.ipv6(s, d, proto if proto != 1 else 58, body)
-
-
-def answer(journey: Journey, flags: int, host: Host) -> Item | None:
-    """The answer to the packet of ``journey`` where it arrived: its addresses and
-    ports swapped (TCP with ``flags``, seq/ack following; ICMP echo as a reply), from
-    the peer it was forwarded to, or from the host when it was delivered."""
-    if journey.frame is None or journey.fate not in ("forwarded", "sent", "delivered"):
-        return None
-    view = read_frame(journey.frame, skip_tag=False)
-    if view.version is None or view.l4 is None:
-        return None
-    src, dst = ip_field(view, "dst"), ip_field(view, "src")
-    data = journey.frame
-    proto = view.l4proto
-    sport = int.from_bytes(data[view.l4 + 2:view.l4 + 4], "big")
-    dport = int.from_bytes(data[view.l4:view.l4 + 2], "big")
-    if proto == 6:
-        packet = _reply_tcp(src, dst, sport, dport, flags, data[view.l4:])
-    elif proto == 17:
-        packet = _packet(src, dst, 17, sport, dport, 0)
-    elif proto in (1, 58) and data[view.l4] in (8, 128):
-        packet = _echo_reply(src, dst, proto, data[view.l4 + 4:view.l4 + 8])
-    else:
-        return None
-    if journey.fate == "delivered":
-        return Item(None, packet)
-    port = host.port(journey.oif)
-    return Item(port.name, port.mac + port.peer_mac + _ETHER[src.version] + packet)
-
-
-def _reply_tcp(src, dst, sport: int, dport: int, flags: int, segment: bytes) -> bytes:
-    from pfc.oracle import framebuild as fb
-    seq = int.from_bytes(segment[4:8], "big")
-    s, d = src.packed, dst.packed
-    body = fb.tcp(s, d, sport, dport, flags, b"", seq=5000, ack=(seq + 1) & 0xFFFFFFFF)
-    return fb.ipv4(s, d, 6, body, ident=9) if src.version == 4 else fb.ipv6(s, d, 6, body)
-
-
-def _echo_reply(src, dst, proto: int, rest: bytes) -> bytes:
-    from pfc.oracle import framebuild as fb
-    s, d = src.packed, dst.packed
-    if proto == 1:
-        return fb.ipv4(s, d, 1, fb.icmp(0, 0, rest, b"ping"), ident=9)
-    return fb.ipv6(s, d, 58, fb.icmp6(s, d, 129, 0, rest, b"ping"))
-
-
-def _local(frame: bytes) -> bytes | None:
-    """The IP packet of a well-formed frame as a raw socket sends it: IPv4 with a
-    non-zero ID (the kernel would choose one for 0: ``raw_send_hdrinc``); None for a
-    destination a socket does not simply send to (multicast, broadcast, unspecified,
-    link-local: interface and socket options decide those)."""
-    view = read_frame(frame, skip_tag=False)
-    if view.version is None or view.l3 != ETH_HLEN:
-        return None
-    dst = ip_field(view, "dst")
-    if dst is None or dst.is_multicast or dst.is_unspecified or dst.is_link_local or \
-            dst == ipaddress.IPv4Address("255.255.255.255") or dst.is_reserved:
-        return None
-    packet = bytearray(frame[ETH_HLEN:])
-    length = int.from_bytes(packet[2:4], "big") if view.version == 4 else \
-        40 + int.from_bytes(packet[4:6], "big")
-    del packet[length:]  # Ethernet padding is not the socket's to send
-    if view.version == 4 and packet[4:6] == b"\0\0":
-        packet[4:6] = b"\x01\x00"
-        packet[10:12] = b"\0\0"
-        ihl = (packet[0] & 0x0F) * 4
-        packet[10:12] = (~ones_sum(bytes(packet[:ihl])) & 0xFFFF).to_bytes(2, "big")
-    return bytes(packet)
-
-
-def _plain(frame: bytes) -> bool:
-    """No IPv4 options but NOPs, Router Alerts and trailing EOLs: ``ip_options_compile``
-    drops bad options after PREROUTING and rewrites others (record route, timestamps),
-    which the interpreter does not model; such packets are not sent."""
-    view = read_frame(frame)
-    if view.version != 4 or view.l3 is None or len(frame) < view.l3 + 20:
-        return True
-    ihl = (frame[view.l3] & 0x0F) * 4
-    return plain_options(frame[view.l3 + 20:view.l3 + ihl])
-
-
-def _constants(ruleset: Ruleset, host: Host) -> ir.Policy:
-    """One policy holding every rule of the file (chains inlined) and a rule per host
-    address, next hop and neighbour, for the frame generator's constants."""
-    rules = [r for p in ruleset.lists for r in inline_chains(p).rules]
-    for port in host.ports:
-        addresses = [a.ip for a in port.addresses] + ([port.gateway] if port.gateway else [])
-        addresses += [a.network[2] for a in port.addresses if a.network.num_addresses > 4]
-        for address in addresses:
-            net = ipaddress.ip_network(address)
-            rules.append(ir.Rule(len(rules) + 10_000, ir.Pass(),
-                                 ir.Family.of_versions({address.version}), None,
-                                 (ir.AddrMatch("dst", (net,)),)))
-    return ir.Policy(tuple(r for r in rules if r.family is not ir.Family.ANY or r.matches))
-
-
 # ------------------------------------------------------------------------ verifying
 
 def verify_ruleset(ruleset: Ruleset, target: str, n: int = 300, seed: int = 0,
@@ -281,21 +73,136 @@ def verify_ruleset(ruleset: Ruleset, target: str, n: int = 300, seed: int = 0,
     """Compile ``ruleset`` for ``target`` (nft or iptables), load it in a host lab and
     compare every item's fate with the walker's."""
     ruleset = slowed(ruleset)
-    artifacts, diags = build_ruleset(ruleset, [target])
-    if diags:
-        raise ValueError("; ".join(d.message for d in diags))
+    artifacts = _compiled(ruleset, target)
     host = host_of(ruleset)
     items = traffic(ruleset, host, n, seed) + conversations(host, ruleset, seed)
     report = Report(target)
+    runs = _drive(host, lambda lab: _load(lab, artifacts), Walker(ruleset, host), items, tick)
+    for number, (item, journey, seen) in enumerate(runs):
+        found = compare(number, journey, seen.captured, seen.delivered, host)
+        if (seen.refused is not None) != (journey.fate == "unrouted" and item.port is None):
+            found.append(Difference(number, "sending", "unrouted" if journey.fate ==
+                                    "unrouted" else "sent", seen.refused or "sent"))
+        _tally(report, found)
+    return report
+
+
+def against(ruleset: Ruleset, target: str, load_other: Callable[[], None],
+            n: int = 300, seed: int = 0, slow: Callable[[str], str] | None = None) -> Report:
+    """The same traffic through pfc's ruleset compiled for ``target`` and through
+    another ruleset (``load_other`` loads it, run inside the lab's host namespace),
+    each in a host lab of its own: what arrives, packet by packet, compared (the
+    host's own noise left out, as ``compare`` does)."""
+    ruleset = slowed(ruleset)
+    artifacts = _compiled(ruleset, target)
+    host = host_of(ruleset)
+    items = traffic(ruleset, host, n, seed) + conversations(host, ruleset, seed)
+    ours = _drive(host, lambda lab: _load(lab, artifacts), Walker(ruleset, host), items)
+    fixed = [(item, journey) for item, journey, _ in ours]
+    theirs = _replay(host, load_other, fixed)
+    report = Report(target)
+    for number, ((_, _, a), b) in enumerate(zip(ours, theirs, strict=True)):
+        _tally(report, _differ(number, a, b))
+    return report
+
+
+def _compiled(ruleset: Ruleset, target: str):
+    artifacts, diags = build_ruleset(ruleset, [target])
+    if diags:
+        raise ValueError("; ".join(d.message for d in diags))
+    return artifacts
+
+
+def _tally(report: Report, found: list[Difference]) -> None:
+    report.items += 1
+    report.differences += found
+    report.agree += not found
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What came out of the lab for one item."""
+
+    captured: dict[str, list[bytes]]
+    delivered: list[bytes]
+    refused: str | None  # the socket's error for a packet the host sent
+
+
+def _drive(host: Host, load: Callable, walker: Walker, items: list[Item],
+           tick: Callable[[int], None] = lambda _: None) -> list[tuple[Item, Journey, Seen]]:
+    """Every item through a fresh lab holding what ``load`` loads (answers made from
+    the walker's prediction of the packet answered), with the walker's journey."""
+    out = []
+    with _lab(host, load) as (lab, wire):
+        last = None
+        for number, item in enumerate(items):
+            item = _concrete(item, last, walker.host)
+            if item is None:
+                continue
+            journey = walker.receive(item.data, item.port) if item.port else \
+                walker.send(item.data)
+            last = journey
+            out.append((item, journey, _exchange(lab, wire, item, journey)))
+            tick(number)
+    return out
+
+
+def _replay(host: Host, load: Callable, fixed: list[tuple[Item, Journey]]) -> list[Seen]:
+    with _lab(host, lambda lab: _in_host(lab, load)) as (lab, wire):
+        return [_exchange(lab, wire, item, journey) for item, journey in fixed]
+
+
+@contextlib.contextmanager
+def _lab(host: Host, load: Callable):
     with hostlab.host_lab(host) as lab:
-        _load(lab, artifacts)
+        load(lab)
         with netns.one_cpu():
             wire = hostlab.Wire(lab)
             try:
-                _run(lab, wire, Walker(ruleset, host), items, report, tick)
+                yield lab, wire
             finally:
                 wire.close()
-    return report
+
+
+def _in_host(lab: hostlab.HostLab, load: Callable[[], None]) -> None:
+    with lab.inside_host():
+        load()
+
+
+def _concrete(item: Item, last: Journey | None, host: Host) -> Item | None:
+    """An answer item made from the journey it answers; a follow-up made concrete."""
+    if item.answer is not None and not item.data:
+        return answer(last, item.answer, host) if last is not None else None
+    if item.answer is not None:
+        return follow_up(item)
+    return item
+
+
+def _exchange(lab, wire, item: Item, journey: Journey) -> Seen:
+    _neighbours(lab, lab.host, journey)
+    refused = None
+    if item.port:
+        wire.inject(item.port, item.data)
+    else:
+        refused = wire.send_local(item.data)
+    captured, delivered = wire.settle()
+    return Seen(captured, delivered, refused)
+
+
+def _differ(number: int, a: Seen, b: Seen) -> list[Difference]:
+    out = []
+    for port in sorted(set(a.captured) | set(b.captured)):
+        mine = sorted(_norm(f) for f in a.captured.get(port, []) if not _noise(f))
+        other = sorted(_norm(f) for f in b.captured.get(port, []) if not _noise(f))
+        if mine != other:
+            out.append(Difference(number, f"out of {port}", _hex(mine), _hex(other)))
+    mine_in = [p for p in a.delivered if not _noise(bytes(14) + p)]
+    other_in = [p for p in b.delivered if not _noise(bytes(14) + p)]
+    if mine_in != other_in:
+        out.append(Difference(number, "delivered", _hex(mine_in), _hex(other_in)))
+    if (a.refused is None) != (b.refused is None):
+        out.append(Difference(number, "sending", a.refused or "sent", b.refused or "sent"))
+    return out
 
 
 def slowed(ruleset: Ruleset) -> Ruleset:
@@ -340,52 +247,6 @@ def _call(argv: list[str], data: bytes) -> None:
     result = subprocess.run(argv, input=data, capture_output=True)
     if result.returncode:
         raise RuntimeError(f"`{' '.join(argv)}` failed: {result.stderr.decode().strip()}")
-
-
-def _run(lab, wire, walker: Walker, items: list[Item], report: Report, tick) -> None:
-    last = None
-    for number, item in enumerate(items):
-        if item.answer is not None and not item.data:
-            item = answer(last, item.answer, walker.host) if last is not None else None
-            if item is None:
-                continue
-        elif item.answer is not None:  # the opener's side again: a follow-up packet
-            item = _follow_up(item)
-        journey = walker.receive(item.data, item.port) if item.port else \
-            walker.send(item.data)
-        last = journey
-        _neighbours(lab, walker.host, journey)
-        refused = None
-        if item.port:
-            wire.inject(item.port, item.data)
-        else:
-            refused = wire.send_local(item.data)
-        captured, delivered = wire.settle()
-        report.items += 1
-        found = compare(number, journey, captured, delivered, walker.host)
-        if (refused is not None) != (journey.fate == "unrouted" and item.port is None):
-            found.append(Difference(number, "sending", "unrouted" if journey.fate ==
-                                    "unrouted" else "sent", refused or "sent"))
-        report.differences += found
-        report.agree += not found
-        tick(number)
-
-
-def _follow_up(item: Item) -> Item:
-    """The opener's next packet: TCP with ``item.answer``'s flags (the handshake's ACK),
-    UDP and ICMP sent again."""
-    view = read_frame(item.data, skip_tag=False)
-    if view.l4proto != 6 or view.l4 is None:
-        return Item(item.port, item.data)
-    src, dst = ip_field(view, "src"), ip_field(view, "dst")
-    data = item.data
-    sport = int.from_bytes(data[view.l4:view.l4 + 2], "big")
-    dport = int.from_bytes(data[view.l4 + 2:view.l4 + 4], "big")
-    from pfc.oracle import framebuild as fb
-    s, d = src.packed, dst.packed
-    body = fb.tcp(s, d, sport, dport, item.answer, b"", seq=1001, ack=5001)
-    packet = fb.ipv4(s, d, 6, body, ident=8) if src.version == 4 else fb.ipv6(s, d, 6, body)
-    return Item(item.port, data[:ETH_HLEN] + packet)
 
 
 def _neighbours(lab, host: Host, journey: Journey) -> None:

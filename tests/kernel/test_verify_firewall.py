@@ -12,6 +12,7 @@ import pytest
 from pfc.frontend import ir
 from pfc.kernel.netns import missing_privileges
 from pfc.verifier import firewall as fwv
+from pfc.verifier import traffic
 from tests.oracle.path_build import rule, ruleset
 from tests.oracle.test_path import router
 
@@ -66,4 +67,4 @@ def test_conversations_cross_the_host_both_ways():
     answers = [i for i in items if i.answer is not None and not i.data]
     assert answers and len(items) == 3 * len(answers)
     assert {i.port for i in items if i.port} == {"eth0", "eth1"}
-    assert ipaddress.ip_address("10.0.0.2") in fwv._targets(host_of(rs), rs)
+    assert ipaddress.ip_address("10.0.0.2") in traffic._targets(host_of(rs), rs)
