@@ -88,15 +88,17 @@ def verify_ruleset(ruleset: Ruleset, target: str, n: int = 300, seed: int = 0,
 
 
 def against(ruleset: Ruleset, target: str, load_other: Callable[[], None],
-            n: int = 300, seed: int = 0, slow: Callable[[str], str] | None = None) -> Report:
-    """The same traffic through pfc's ruleset compiled for ``target`` and through
-    another ruleset (``load_other`` loads it, run inside the lab's host namespace),
-    each in a host lab of its own: what arrives, packet by packet, compared (the
-    host's own noise left out, as ``compare`` does)."""
+            n: int = 300, seed: int = 0,
+            keep: Callable[[Item], bool] = lambda _: True) -> Report:
+    """The same traffic (the items ``keep`` keeps) through pfc's ruleset compiled for
+    ``target`` and through another ruleset (``load_other`` loads it, run inside the
+    lab's host namespace), each in a host lab of its own: what arrives, packet by
+    packet, compared (``_differ``)."""
     ruleset = slowed(ruleset)
     artifacts = _compiled(ruleset, target)
     host = host_of(ruleset)
-    items = traffic(ruleset, host, n, seed) + conversations(host, ruleset, seed)
+    items = [i for i in traffic(ruleset, host, n, seed) + conversations(host, ruleset, seed)
+             if keep(i)]
     ours = _drive(host, lambda lab: _load(lab, artifacts), Walker(ruleset, host), items)
     fixed = [(item, journey) for item, journey, _ in ours]
     theirs = _replay(host, load_other, fixed)
@@ -190,14 +192,17 @@ def _exchange(lab, wire, item: Item, journey: Journey) -> Seen:
 
 
 def _differ(number: int, a: Seen, b: Seen) -> list[Difference]:
+    """Two labs' outputs for one packet. The host's own ICMP errors are compared too:
+    both hosts send them for the same delivered packets, and a ``reject``'s reply is
+    one; only ARP, neighbour discovery and MLD (their timing is the kernel's) are not."""
     out = []
     for port in sorted(set(a.captured) | set(b.captured)):
-        mine = sorted(_norm(f) for f in a.captured.get(port, []) if not _noise(f))
-        other = sorted(_norm(f) for f in b.captured.get(port, []) if not _noise(f))
+        mine = sorted(_norm(f) for f in a.captured.get(port, []) if not _chatter(f))
+        other = sorted(_norm(f) for f in b.captured.get(port, []) if not _chatter(f))
         if mine != other:
             out.append(Difference(number, f"out of {port}", _hex(mine), _hex(other)))
-    mine_in = [p for p in a.delivered if not _noise(bytes(14) + p)]
-    other_in = [p for p in b.delivered if not _noise(bytes(14) + p)]
+    mine_in = [_norm(f) for f in map(_framed, a.delivered) if not _chatter(f)]
+    other_in = [_norm(f) for f in map(_framed, b.delivered) if not _chatter(f)]
     if mine_in != other_in:
         out.append(Difference(number, "delivered", _hex(mine_in), _hex(other_in)))
     if (a.refused is None) != (b.refused is None):
@@ -295,6 +300,22 @@ def _expected(journey: Journey) -> tuple[dict[str, list[bytes]], list[bytes]]:
         elif j.fate == "delivered":
             delivered.append(j.frame[ETH_HLEN:])
     return out, delivered
+
+
+def _framed(packet: bytes) -> bytes:
+    """A delivered IP packet behind an Ethernet header, for the frame readers."""
+    kind = b"\x86\xdd" if packet and packet[0] >> 4 == 6 else b"\x08\x00"
+    return bytes(12) + kind + packet
+
+
+def _chatter(frame: bytes) -> bool:
+    """ARP, neighbour discovery and MLD: the host's own, timed by the kernel."""
+    view = read_frame(frame, skip_tag=False)
+    if view.version is None:
+        return True
+    if view.version != 6 or view.l4proto != 58 or view.l4 is None or view.l4 >= len(frame):
+        return False
+    return 130 <= frame[view.l4] <= 137 or frame[view.l4] == 143
 
 
 def _noise(frame: bytes) -> bool:
