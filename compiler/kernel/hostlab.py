@@ -97,8 +97,9 @@ class HostLab:
 
 
 @contextlib.contextmanager
-def host_lab(host: Host) -> Iterator[HostLab]:
-    """The lab for ``host``; both namespaces are removed afterwards, whatever happens."""
+def host_lab(host: Host, observe: bool = True) -> Iterator[HostLab]:
+    """The lab for ``host``; both namespaces are removed afterwards, whatever happens.
+    ``observe=False``: no observer table (benchmarks: it logs every delivered packet)."""
     netns.cleanup_stale(PREFIX)
     tag = f"{os.getpid()}-{secrets.token_hex(3)}"
     lab = HostLab(host, f"{PREFIX}-{tag}", f"{PREFIX}p-{tag}")
@@ -108,7 +109,7 @@ def host_lab(host: Host) -> Iterator[HostLab]:
     except OSError as exc:
         raise netns.NamespaceError(f"cannot create network namespace: {exc}") from exc
     try:
-        _build(lab)
+        _build(lab, observe)
         yield lab
     finally:
         for name in (lab.host_ns, lab.peer_ns):
@@ -116,7 +117,7 @@ def host_lab(host: Host) -> Iterator[HostLab]:
                 _netns.remove(name)
 
 
-def _build(lab: HostLab) -> None:
+def _build(lab: HostLab, observe: bool = True) -> None:
     ports = [p for p in lab.host.ports if p.name != "lo"]
     with netns.inside(lab.host_ns):
         for key, value in _HOST_SYSCTLS.items():
@@ -133,7 +134,8 @@ def _build(lab: HostLab) -> None:
                 ipr.link("set", index=peer, net_ns_fd=lab.peer_ns)
                 _configure_port(ipr, port)
             ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
-        _observer()
+        if observe:
+            _observer()
     with netns.inside(lab.peer_ns):
         with IPRoute() as ipr:
             for name in lab.peers.values():

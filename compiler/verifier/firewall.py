@@ -221,14 +221,18 @@ def slowed(ruleset: Ruleset) -> Ruleset:
 def _load(lab: hostlab.HostLab, artifacts) -> None:
     """The artifacts into the lab's host namespace, as ``pfc load`` would put them."""
     with lab.inside_host():
-        for artifact in artifacts:
-            if artifact.target == "nft":
-                _nft(artifact.text)
-            elif artifact.target == "iptables":
-                _iptables(artifact)
-            else:
-                raise ValueError(f"`pfc verify` of a whole firewall runs nft and iptables "
-                                 f"artifacts, not {artifact.target}")
+        _load_here(artifacts)
+
+
+def _load_here(artifacts) -> None:
+    for artifact in artifacts:
+        if artifact.target == "nft":
+            _nft(artifact.text)
+        elif artifact.target == "iptables":
+            _iptables(artifact)
+        else:
+            raise ValueError(f"`pfc verify` of a whole firewall runs nft and iptables "
+                             f"artifacts, not {artifact.target}")
 
 
 def _nft(text: str) -> None:
