@@ -703,7 +703,8 @@ def test_control_characters_in_file_names_are_escaped(tmp_path: Path) -> None:
 
 def test_verify_says_line_not_parenthesis(capsys, monkeypatch) -> None:
     monkeypatch.setattr("pfc.verifier.run.missing_privileges", lambda: "needs root (test)")
-    assert main(["verify", REDIRECT, "--targets", "all", "--frames", "10"]) == 0
+    # nothing ran (needs root): exit 2, docs/verify.md
+    assert main(["verify", REDIRECT, "--targets", "all", "--frames", "10"]) == 2
     out = capsys.readouterr().out
     assert "socket: not expressible: line 4: redirect udp dst 192.168.64.2" in out
     assert not re.search(r"\(\d+\)", out)
@@ -813,7 +814,8 @@ def test_status_and_verify_json_carry_the_version(capsys, monkeypatch) -> None:
     out = capsys.readouterr().out
     assert json.loads(out)["version"] == 1
     monkeypatch.setattr("pfc.verifier.run.missing_privileges", lambda: "needs root (test)")
-    assert main(["verify", REDIRECT, "--frames", "10", "--format", "json"]) == 0
+    # nothing ran (needs root): exit 2, docs/verify.md
+    assert main(["verify", REDIRECT, "--frames", "10", "--format", "json"]) == 2
     report = json.loads(capsys.readouterr().out)
     assert next(iter(report)) == "version" and report["version"] == 1
     for key in _json_keys(report, set()):
