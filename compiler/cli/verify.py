@@ -181,7 +181,8 @@ def _print_details(results) -> None:
 
 def _print_replay(r) -> None:
     if not r.report.mismatches:  # only the counters differ: the frames they counted
-        print(f"  the counters differ over: {shown(str(r.pcap))}, {r.pcap_frame} frames; "
+        n = r.pcap_frame
+        print(f"  the counters differ over: {shown(str(r.pcap))}, {n} frame{'s' * (n != 1)}; "
               "replay with:")
     elif r.pcap_frame == 1:
         print(f"  minimal failing frame: {shown(str(r.pcap))}; replay with:")
@@ -198,6 +199,9 @@ VERIFY = Command("verify", "check every target against the reference interpreter
                  "on the frames its hook can see (BPF_PROG_TEST_RUN, a packet socket, a\n"
                  "throw-away namespace), and compare verdicts, rewritten bytes and counters\n"
                  "with the reference interpreter. On a disagreement: exit 1, a minimal failing\n"
-                 "pcap (shrunk by hypothesis) and the commands to replay it. Needs root for the\n"
-                 "kernel runs; without it, targets are only compiled and the report says so.",
+                 "pcap (shrunk by hypothesis; for a stateful policy, the frames up to the\n"
+                 "failing one) and the commands to replay it. A target whose default hook\n"
+                 "cannot express the policy (ct state) runs at one that can. Needs root for\n"
+                 "the kernel runs; without it, targets are only compiled, and a policy on\n"
+                 "which no target ran fails: exit 2 (exit 1 when none can express it).",
                  _args, _verify)
