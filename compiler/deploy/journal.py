@@ -37,8 +37,13 @@ from pfc.deploy import state
 
 KILL_ENV, TRACE_ENV = "PFC_TEST_KILL_AT", "PFC_TEST_TRACE"
 RESERVE = ".reserve"  # a load's reserved room, beside its intent
-TOKEN = secrets.token_hex(8)  # this process: its own unfinished work is not stale
+_SEED = secrets.token_hex(6)
 _passed: collections.Counter = collections.Counter()
+
+
+def token() -> str:
+    """This process (a fork is another one): its own unfinished work is not stale."""
+    return f"{os.getpid()}-{_SEED}"
 
 
 def point(phase: str) -> None:

@@ -140,7 +140,9 @@ def recover_all(netns: str | None) -> list[str]:
     """Every unfinished load or ``pfc set`` (of one namespace); one of a namespace
     that no longer exists is dropped (everything in it went with it)."""
     out = []
-    places = sorted(set(journal.pending(netns)) | set(set_pending.places(netns)))
+    places = sorted(set(journal.pending(netns)) | set(set_pending.places(netns)) |
+                    set(state.places(netns, None, snapshot.PENDING)) |
+                    set(state.places(netns, None, journal.RESERVE)))
     for ns, dev, target in places:
         if not netns_alive(ns, None):
             journal.clear(ns, dev, target)

@@ -55,7 +55,7 @@ def begin(record: state.Record, name: str, op: str, before: snapshot.Copy,
     try:
         snapshot.write_pending(*where, after)
         state.write_json(marker(*where), {"set": name, "op": op, "before": before.digest,
-                                          "after": after.digest, "token": journal.TOKEN})
+                                          "after": after.digest, "token": journal.token()})
         size = state.path(*where).stat().st_size
         state.reserve(state.path(*where, journal.RESERVE), 2 * size + 16384)
     except OSError:
@@ -110,7 +110,7 @@ def settle(netns: str, dev: str, target: str, ours: bool = False) -> list[str]:
     is one (``ours``: also this process's own, after it failed); what was done, for the
     user. Call with the lock held, inside the namespace."""
     m = _read(netns, dev, target)
-    if m is None or (m.get("token") == journal.TOKEN and not ours):
+    if m is None or (m.get("token") == journal.token() and not ours):
         return []
     what = (f"the interrupted `pfc set {m.get('op', '?')} {m.get('set', '?')}` of {target} "
             f"on {dev} (namespace {netns})")
