@@ -170,7 +170,8 @@ def _failed(txn: journal.Txn, exc: LoadError) -> LoadError:
     try:
         settle(intent, found)
     except state.Unwritable as err:
-        return LoadError(f"{exc.cause}; {_unrecorded(found)} ({err.need()})", err.hint())
+        why = "" if str(err) in exc.cause else f" ({err}: {err.need()})"
+        return LoadError(f"{exc.cause}; {_unrecorded(found)}{why}", exc.hint or err.hint())
     txn.intent = None
     if found.verdict == "old":
         return LoadError(f"{exc.cause}; the new policy is not in force: the kernel holds "
@@ -187,7 +188,7 @@ def _unrecorded(found: Recovery) -> str:
     next pfc command with room writes it)."""
     if found.verdict == "new":
         return (f"the new policy IS in force (checked: {found.detail}) but pfc could not "
-                "write its record: the next pfc command with room there writes it")
+                "write its record: the next pfc command that can write there does")
     if found.verdict == "old":
         return (f"the new policy is not in force: the kernel holds what it held before "
                 f"(checked: {found.detail})")

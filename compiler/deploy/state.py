@@ -231,7 +231,8 @@ def remove_file(p: Path) -> None:
     """Delete a state file and the directories it leaves empty (:class:`Unwritable`
     on a read-only file system)."""
     try:
-        p.unlink(missing_ok=True)
+        if os.path.lexists(p):  # (unlink fails with EROFS even for a missing file)
+            p.unlink(missing_ok=True)
     except OSError as exc:
         raise Unwritable(p, exc) from None
     for parent in (p.parent, p.parent.parent):
