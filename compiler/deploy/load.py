@@ -389,6 +389,7 @@ class Report:
     gone: list[state.Record]  # records of namespaces that no longer exist
     pruned: bool = False  # ``gone`` were removed
     elsewhere: list[str] = field(default_factory=list)  # other namespaces with records
+    every: bool = False  # every namespace's records (``--all``)
 
 
 def status(dev: str | None = None, netns: str | None = None) -> list[Status]:
@@ -433,7 +434,7 @@ def _report(scope: str | None, dev: str | None, prune: bool) -> Report:
     warnings = [f"warning: {p}; `pfc unload --target {p.target} --dev {p.dev}"
                 + (f" --netns {p.netns}" if p.netns != current_netns() else "")
                 + "` removes what the kernel shows of it" for p in problems]
-    return Report(entries, warnings, messages, gone, prune, elsewhere)
+    return Report(entries, warnings, messages, gone, prune, elsewhere, scope is None)
 
 
 def inspect(record: state.Record) -> Inspection:

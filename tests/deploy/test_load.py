@@ -721,7 +721,7 @@ def test_one_chain_or_table_serves_one_device(lab, tmp_path):
 def test_status_watch_and_text(lab, tmp_path, monkeypatch):
     path = policy_file(tmp_path, COUNTING)
     assert load(lab, "tc", [], path)[0] == 0
-    from pfc.cli import load as cmd_load
+    from pfc.cli import status as cmd_load
 
     calls = []
 
