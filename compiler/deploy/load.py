@@ -25,6 +25,7 @@ whether the new policy is in force.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -265,21 +266,13 @@ def load(artifact: Artifact, policy_path: str, source_text: str,
                 journal.point("prepared")
             messages += _transaction(impl, plan, previous, journal.Txn(record))
     except state.Unwritable as exc:  # before the kernel changed (else: _transaction)
-        _forget_pending(netns, dev, target)
+        with contextlib.suppress(state.Unwritable, LoadError), in_netns(netns) as ns:
+            snapshot.discard_pending(ns, dev, target)  # (the next command would)
         raise unwritable(exc, "nothing was changed: the new policy is not in force") \
             from None
     finally:
         state.release()
     return Result(record, messages)
-
-
-def _forget_pending(netns: str | None, dev: str, target: str) -> None:
-    """The new copy of a load that stopped before it began (best effort)."""
-    try:
-        with in_netns(netns) as ns_name:
-            snapshot.discard_pending(ns_name, dev, target)
-    except (state.Unwritable, LoadError):
-        pass
 
 
 def _transaction(impl: Loader, plan: Plan, previous: state.Record | None,
