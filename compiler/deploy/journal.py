@@ -138,7 +138,7 @@ class Txn:
         try:
             state.reserve(state.path(r.netns, r.dev, r.target, RESERVE),
                           2 * p.stat().st_size + 16384)
-        except (state.Unwritable, OSError):
+        except OSError:  # (Unwritable): nothing changed yet
             clear(r.netns, r.dev, r.target)
             raise
         self.intent = intent

@@ -23,6 +23,11 @@ The new contents become the set file's text in pfc's copy of the loaded policy
 apply`` with an unchanged config leaves live sets alone, ``pfc status`` compares the
 kernel's sets with them (:mod:`.drift`), and ``--dry-run`` diffs against them. A ``pfc
 load`` or an ``apply`` of a changed policy loads the set file's contents.
+
+A change is a transaction (:mod:`.pending`): the new copy and a marker are written
+before the kernel changes, the record (naming the new copy) after; the next pfc command
+finishes or rolls back one that was killed. A copy whose digest is not the record's is
+refused: a set is never changed from another policy's sources.
 """
 
 from __future__ import annotations
