@@ -145,7 +145,7 @@ class Unwritable(OSError):
             size = max(1, -(-self.needed // 1024))
             return f"{root} needs about {size} kB more free space"
         if self.errno == errno.EROFS:
-            return f"{root} must be writable (it is on a read-only file system)"
+            return f"{root} must be writable: it is on a read-only file system"
         if self.errno in (errno.EACCES, errno.EPERM):
             return f"{root} must be writable by pfc (run as root)"
         return f"{root} must be a writable directory"
