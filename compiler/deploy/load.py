@@ -68,6 +68,9 @@ def loader(target: str) -> Loader:
     if target == "iptables":
         from pfc.deploy import iptables as load_ipt
         return load_ipt.LOADER
+    if target == "firewall":  # a whole firewall (v2): pfc.deploy.firewall
+        from pfc.deploy.firewall import loader as load_fw
+        return load_fw.LOADER
     raise LoadError(f"`pfc load` cannot attach target `{target}`",
                     hint="loadable targets: " + ", ".join(TARGETS) +
                     "; socket filters are attached by the application "

@@ -59,6 +59,7 @@ class RuleRow:
     text: str
     action: str
     counted_with: int | None = None
+    block: str | None = None  # a whole firewall's: the hook block (or ``chain NAME``)
 
 
 @dataclass
