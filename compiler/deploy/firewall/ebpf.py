@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from pfc.deploy import journal, state
 from pfc.deploy.base import Inspection, Loader, Plan, Recovery, ifindex
-from pfc.kernel import bpf_attach
 from pfc.frontend.firewall.hooks import BLOCKS
+from pfc.kernel import bpf_attach
 
 TC_HANDLE, TC_PRIORITY = 0x7066, 1  # as pfc.deploy.tc
 
