@@ -29,10 +29,33 @@ from pfc.deploy.base import (
 )
 from pfc.deploy.firewall.loader import DEV, TARGET
 from pfc.frontend import ir
+from pfc.frontend.diagnostics import Diagnostic
 from pfc.frontend.firewall.hooks import BLOCKS
 from pfc.frontend.firewall.ruleset import Ruleset
 
 LOADABLE = ("nft", "iptables", "xdp", "tc")
+FORMATS = {"nft": "json", "iptables": "restore", "xdp": "o", "tc": "o"}  # what loads
+
+
+def build(ruleset: Ruleset, targets: list[str], **options
+          ) -> tuple[list[Artifact], list[Diagnostic]]:
+    """The artifacts a load of ``ruleset`` attaches: each block to the first of
+    ``targets`` that carries it (:func:`pfc.build.assign_blocks`), each target's part
+    in the format it is loaded from; nothing unless everything compiled."""
+    from pfc.build import assign_blocks, build_ruleset
+
+    bad = [t for t in targets if t not in LOADABLE]
+    if bad:
+        raise LoadError(f"`pfc load` of a whole firewall attaches targets "
+                        f"{', '.join(LOADABLE)}; not `{bad[0]}`",
+                        hint="socket filters are attached by the application")
+    parts, diags = assign_blocks(ruleset, targets)
+    artifacts: list[Artifact] = []
+    for target, part in parts.items():
+        made, errs = build_ruleset(part, [target], FORMATS[target], **options)
+        artifacts += made
+        diags += errs
+    return ([], diags) if diags else (artifacts, [])
 
 
 def rows(ruleset: Ruleset, text_of: Callable[[ir.Rule], str]) -> list[state.RuleRow]:

@@ -59,7 +59,7 @@ def record(netns: str, target: str, dev: str, attach: dict) -> state.Record:
 def parts(artifacts: list, netns: str, options: dict, prev: dict | None, force: bool,
           mode: str | None) -> list[Part]:
     out = []
-    for artifact in artifacts:
+    for artifact in (a for a in artifacts if a.target in ("xdp", "tc")):
         block = artifact.policy.hook.name if artifact.policy.hook else "ingress"
         if not BLOCKS[block].per_device:
             continue

@@ -260,8 +260,9 @@ def rollback(old: dict, a: dict) -> list[str]:
     its jump), then the new generation removed."""
     now = states(a)
     targets = {f: {p["chain"]: old["targets"][NAMES[f]].get(p["chain"]) for p in a["places"]
-                   if now[f][p["chain"]].switch and
-                   p["chain"] in _existed(old, f)} for f in TOOLS}
+                   if now[f][p["chain"]].switch and p["chain"] in _existed(old, f) and
+                   now[f][p["chain"]].target != old["targets"][NAMES[f]].get(p["chain"])}
+               for f in TOOLS}
     if any(targets.values()):
         switch_to(a, targets, now)
     out = []

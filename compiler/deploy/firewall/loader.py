@@ -116,8 +116,11 @@ def fw_recover(intent: journal.Intent) -> Recovery:
     detail = "; ".join(d for _, d, _ in seen.values())
     rest_new = all(v == "new" for k, (v, _, _) in seen.items() if k != "iptables")
     if rest_new and seen.get("iptables", ("new",))[0] == "mixed":
-        detail += "; " + ipt.finish(intent.new["parts"]["iptables"])
-        seen["iptables"] = ("new", "", intent.new["parts"]["iptables"])
+        try:
+            detail += "; " + ipt.finish(intent.new["parts"]["iptables"])
+            seen["iptables"] = ("new", "", intent.new["parts"]["iptables"])
+        except LoadError as exc:  # then switched back, below
+            detail += f"; switching the lagging chains failed ({exc.cause})"
     if all(v == "new" for v, _, _ in seen.values()):
         parts = {k: a | ({"block": intent.new["blocks"][k]} if k in intent.new.get(
             "blocks", {}) else {}) for k, (_, _, a) in seen.items()}
@@ -126,8 +129,11 @@ def fw_recover(intent: journal.Intent) -> Recovery:
         removed = _roll_back(intent, seen)
     except _Stuck as exc:
         return Recovery("other", f"{detail}; {exc}")
-    return Recovery("old", detail + "; every part holds what it held before",
-                    removed=removed)
+    changed = [k for k, (v, _, _) in seen.items() if v != "old"]
+    held = "; ".join(d for v, d, _ in seen.values() if v == "old")
+    return Recovery("old", (held + "; " if held else "") + (
+        f"put back: {', '.join(changed)}" if changed else "no part had changed"),
+        removed=removed)
 
 
 class _Stuck(Exception):

@@ -162,15 +162,34 @@ def verdict(old: dict, new: dict) -> tuple[str, str]:
 
 
 def rollback(old: dict, new: dict) -> list[str]:
-    """Put the old tables back (one transaction), from the journal's copy of them."""
+    """Put the old tables back in one transaction, from the journal's copy of them: a
+    table that was there keeps its handle (its objects are replaced in it), one that
+    was not is deleted."""
     table, now = new["table"], _found(new["table"])
-    cmds = [{"delete": {"table": {"family": f, "name": table}}} for f in FAMILIES if now[f]]
+    saved = old.get("saved") or {}
+    cmds: list[dict] = []
     for f in FAMILIES:
-        cmds += (old.get("saved") or {}).get(f) or []
+        ref = {"family": f, "name": table}
+        if not saved.get(f):
+            cmds += [{"delete": {"table": ref}}] if now[f] else []
+        elif now[f] is None:
+            cmds += saved[f]
+        else:
+            cmds += _emptied(now[f], f, table) + saved[f][1:]  # (its first: the table)
     rc, _, err = _run({"nftables": [{"metainfo": {"json_schema_version": 1}}] + cmds})
     if rc != 0:
         raise LoadError(f"nftables refused to put the previous tables back: {_first(err)}")
     return [f"put the previous nftables tables {table} back"]
+
+
+def _emptied(found: dict, family: str, table: str) -> list[dict]:
+    """Commands emptying a table: its chains flushed, its objects and chains deleted."""
+    ref = {"family": family, "table": table}
+    out = [{"flush": {"chain": ref | {"name": c["name"]}}} for c in found["chain"]]
+    for kind, objects in found.items():
+        if kind not in ("table", "chain", "rule"):
+            out += [{"delete": {kind: ref | {"name": o["name"]}}} for o in objects]
+    return out + [{"delete": {"chain": ref | {"name": c["name"]}}} for c in found["chain"]]
 
 
 def retire(old: dict | None, new: dict) -> list[str]:
