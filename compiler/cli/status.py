@@ -87,7 +87,10 @@ def _entry_json(s: loading.Status, rate: Rates | None) -> dict:
             "default": r.default, "counters_readable": counters is not None,
             "default_counter": row("default"), **extra,
             "rules": [row(x.index, index=x.index, line=x.line, text=x.text, action=x.action,
-                          counted_with=x.counted_with) for x in r.rules]}
+                          counted_with=x.counted_with, block=x.block) for x in r.rules],
+            **({"blocks": [row(f"default {b['block']}", **b) for b in r.attach.get("hooks",
+                                                                                   [])]}
+               if r.hook == "ruleset" else {})}
 
 
 def _counter(counters, index, i: int) -> int | None:
@@ -161,6 +164,9 @@ def _table(s: loading.Status, rate: Rates | None):
         table.add_column(col, justify=justify, overflow="fold")
     lines = {row.index: row.line for row in s.record.rules}
     counters = s.inspection.counters
+    if s.record.hook == "ruleset":
+        _firewall_rows(s, table, rate)
+        return table
     for row in s.record.rules:
         p, b = _counter(counters, row.index, 0), _counter(counters, row.index, 1)
         if row.counted_with is not None and p is None:
@@ -174,6 +180,29 @@ def _table(s: loading.Status, rate: Rates | None):
         table.add_row(*_cells(s, "not_ready", ["", "not ready: sets not filled yet",
                                                "drop"], *counters["not_ready"], rate))
     return table
+
+
+def _firewall_rows(s: loading.Status, table, rate: Rates | None) -> None:
+    """A whole firewall's rules, block by block, each block ending in its default
+    (a nat block has none); then the chains' rules."""
+    counters = s.inspection.counters
+    hooks = s.record.attach.get("hooks", [])
+    groups = [h["block"] for h in hooks] + sorted(
+        {r.block for r in s.record.rules if r.block and r.block.startswith("chain ")})
+    for block in dict.fromkeys(groups):
+        devices = next((h.get("devices") for h in hooks if h["block"] == block), None)
+        title = f"{block} {' '.join(devices)}" if devices else block
+        table.add_row(*_cells(s, "", ["", f"{title}:", ""], "", "", rate))
+        for row in (r for r in s.record.rules if r.block == block):
+            table.add_row(*_cells(s, row.index, [str(row.line), "  " + row.text, row.action],
+                                  _counter(counters, row.index, 0),
+                                  _counter(counters, row.index, 1), rate))
+        default = next((h["default"] for h in hooks if h["block"] == block), None)
+        if default:
+            key = f"default {block}"
+            table.add_row(*_cells(s, key, ["", f"  default {default}", ""],
+                                  _counter(counters, key, 0), _counter(counters, key, 1),
+                                  rate))
 
 
 def _cells(s: loading.Status, key, texts: list[str], p, b, rate: Rates | None) -> list:
@@ -192,7 +221,9 @@ def _header(s: loading.Status):
 
     r, insp = s.record, s.inspection
     style = {"ok": "green", "vanished": "red", "changed": "red"}.get(insp.health, "red")
-    text = Text(shown(f"{r.target} on {r.dev} (namespace {r.netns}): "))
+    where = f"firewall ({', '.join(r.attach.get('targets', []))})" if r.hook == \
+        "ruleset" else f"{r.target} on {r.dev}"
+    text = Text(shown(f"{where} (namespace {r.netns}): "))
     text.append(insp.health.upper() if insp.health != "ok" else "ok", style=style)
     text.append("\n" + shown(f"  {insp.detail}"))  # a line each: 80 columns (m17)
     text.append("\n" + shown(f"  policy {r.policy}"))

@@ -156,3 +156,27 @@ def test_a_v1_table_of_the_same_name_is_not_taken(monkeypatch):
             load(router(), "nft", ns)
         assert "holds pfc's nft policy for eth0" in err.value.cause
         state.remove(record)
+
+
+def test_status_shows_each_hook_with_its_rules_default_and_counters():
+    from tests.deploy.test_load import pfc
+
+    with fw_lab.lab() as lab:
+        ns = lab.host_ns
+        load(router(), "nft", ns, "/etc/pfc/router.pf")
+        code, out, err = pfc("status", "--netns", ns)
+        assert code == 0, err
+        assert f"firewall (nft) (namespace {ns}): ok" in out
+        at = [out.index(f"{b}:") for b in ("nat prerouting", "input", "forward",
+                                            "nat postrouting", "output")]
+        assert at == sorted(at)
+        assert out.count("default drop") == 2 and out.count("default pass") == 1
+        code, out, _ = pfc("status", "--netns", ns, "--format", "json")
+        (e,) = json.loads(out)["loaded"]
+        assert {r["block"] for r in e["rules"]} == {"nat prerouting", "input", "forward",
+                                                     "nat postrouting"}
+        assert [b["block"] for b in e["blocks"]][:2] == ["nat prerouting", "input"]
+        assert all(b["packets"] is not None for b in e["blocks"] if b["default"])
+        run(ns, "nft delete table inet pfc")
+        code, out, _ = pfc("status", "--netns", ns)
+        assert code == 3 and "VANISHED" in out and "was deleted" in out
