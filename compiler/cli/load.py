@@ -168,22 +168,48 @@ LOAD = Command("load", "compile a policy and attach it to a device (atomic repla
 
 def _unload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", "-t", required=True, metavar="T",
-                   help="xdp, tc, nft or iptables")
-    _where_args(p)
+                   help="xdp, tc, nft or iptables; without --dev: the namespace's whole "
+                        "firewall (v2) that uses it, every part")
+    _where_args(p, dev_required=False)
     p.add_argument("--force", action="store_true",
                    help="also remove what sits at pfc's place (program, filter, table, "
                         "chain) when pfc's record does not name it")
 
 
 def _unload(args: argparse.Namespace) -> int:
-    target, dev = _target(args.target), _dev(args.dev)
+    targets = [_target(t) for t in args.target.split(",")]
     try:
-        result = api.unload(target, dev, netns=args.netns, force=args.force)
+        if args.dev is None:
+            result = _unload_firewall(targets, args)
+        else:
+            result = api.unload(targets[0], _dev(args.dev), netns=args.netns,
+                                force=args.force)
     except loading.LoadError as exc:
         return _fail("unload", exc)
     for message in result.messages:
         print(shown(message))
     return 0
+
+
+def _unload_firewall(targets: list[str], args: argparse.Namespace) -> loading.Result:
+    """The namespace's whole firewall, if it uses one of ``targets``."""
+    from pfc.deploy import state
+    from pfc.deploy.base import in_netns
+    from pfc.deploy.firewall import commit
+    from pfc.deploy.firewall.loader import DEV, TARGET
+
+    with in_netns(args.netns) as ns:
+        try:
+            record = state.read(ns, DEV, TARGET)
+        except state.Unreadable:
+            record = None  # (unload reports it)
+    uses = record is None or set(targets) & set(record.attach.get("targets", []))
+    if not uses:
+        raise loading.LoadError(
+            f"the firewall in namespace {ns} uses {', '.join(record.attach['targets'])}, "
+            f"not {', '.join(targets)}", hint="name one of its targets, or give --dev "
+            "DEV for a policy loaded on a device")
+    return commit.unload(args.netns, args.force)
 
 
 UNLOAD = Command("unload", "remove what pfc load attached (idempotent)",
@@ -193,5 +219,6 @@ UNLOAD = Command("unload", "remove what pfc load attached (idempotent)",
                  "it, pfc's nftables table, pfc's iptables chains, jumps and ipsets, and\n"
                  "the state record. Nothing else is touched unless --force. An\n"
                  "interrupted load is finished or rolled back first. A second unload says\n"
-                 "`nothing loaded` and exits 0.",
+                 "`nothing loaded` and exits 0. Without --dev: the namespace's whole\n"
+                 "firewall (v2) that uses --target, every hook and every part.",
                  _unload_args, _unload)

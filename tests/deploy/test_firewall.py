@@ -180,3 +180,20 @@ def test_status_shows_each_hook_with_its_rules_default_and_counters():
         run(ns, "nft delete table inet pfc")
         code, out, _ = pfc("status", "--netns", ns)
         assert code == 3 and "VANISHED" in out and "was deleted" in out
+
+
+def test_pfc_unload_without_dev_removes_the_whole_firewall():
+    from tests.deploy.test_load import pfc
+
+    with fw_lab.lab() as lab:
+        ns = lab.host_ns
+        clean = snapshot(ns)
+        load(edge(7), "tc,iptables", ns)
+        code, _, err = pfc("unload", "--target", "nft", "--netns", ns)
+        assert code == 2 and "uses tc, iptables, not nft" in err
+        code, out, err = pfc("unload", "--target", "iptables", "--netns", ns)
+        assert code == 0, err
+        assert "removed the tc filter" in out and "PFC-INPUT" not in run(ns, "iptables-save")
+        assert snapshot(ns) == clean
+        code, out, _ = pfc("unload", "--target", "iptables", "--netns", ns)
+        assert code == 0 and out.startswith("nothing loaded")
