@@ -1,9 +1,9 @@
 """Target ``ir``: the checked IR as JSON, the contract every other backend reads.
 
 Spans are written as byte offsets plus the rule's line; addresses as text, payload bytes
-as hex, ranges as ``[lo, hi]`` pairs. A whole firewall (v2) is its ``Ruleset``: the lists
-in path order (each without the chains, which are written once beside them), the
-chains, the interfaces (addresses as ``A/LEN``, MAC addresses as hex).
+as hex, ranges as ``[lo, hi]`` pairs. A whole firewall (v2) is its ``Ruleset`` as
+``pfc.build`` hands it to a target: the lists in path order (chains written out), the
+interfaces (addresses as ``A/LEN``, MAC addresses as hex).
 """
 
 from __future__ import annotations

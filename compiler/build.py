@@ -164,6 +164,9 @@ def _build_whole(part: Ruleset, chosen: Backend, fmt: str | None,
              for d in capability_errors(p, chosen, backends.registry(), limits=False)]
     if diags:
         return [], diags
+    audit = options.get("audit")
+    lists = tuple(chosen.lower(audited(p) if audit else p) for p in flat)
+    part = Ruleset(lists, (), part.interfaces, part.source)
     fmt = fmt or chosen.formats[0]
     try:
         with paused_gc():

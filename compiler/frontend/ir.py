@@ -395,10 +395,9 @@ class Chain:
 
 @dataclass(frozen=True)
 class Policy:
-    """One ordered rule list at one hook. A v1 file is one Policy with ``hook`` None
-    (the target and ``--hook`` place it); each block of a v2 file is one Policy with its
-    ``hook``, and the file's named chains in ``chains`` (``pfc.frontend.ruleset``).
-    Rule indexes are unique across a whole file, chains included."""
+    """One ordered rule list at one hook: a v1 file (``hook`` None: the target and
+    ``--hook`` place it), or one block of a v2 file with the file's named ``chains``
+    (``pfc.frontend.firewall``); rule indexes are unique across a whole file."""
 
     rules: tuple[Rule, ...]
     default: Verdict = Verdict.PASS
@@ -422,7 +421,8 @@ class Policy:
 
     @property
     def count_rules(self) -> tuple[Rule, ...]:
-        return tuple(r for r in self.rules if isinstance(r.action, Count))
+        every = self.rules + tuple(r for c in self.chains for r in c.rules)
+        return tuple({r.index: r for r in every if isinstance(r.action, Count)}.values())
 
     @property
     def stateful(self) -> bool:
