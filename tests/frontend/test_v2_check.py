@@ -83,9 +83,9 @@ def test_integer_matches(text: str, field: str, ranges) -> None:
 
 
 def test_names_of_tables_in_table_order() -> None:
-    r = rule("forward", "pass ct status { dnat, assured } dst-type { multicast, local }")
+    r = rule("forward", "pass ct status { dnat, confirmed } dst-type { multicast, local }")
     status, types_ = r.matches
-    assert status == ir.CtStatusMatch(("assured", "dnat"), False, status.span)
+    assert status == ir.CtStatusMatch(("confirmed", "dnat"), False, status.span)
     assert types_ == ir.AddrTypeMatch("dst-type", ("local", "multicast"), False, types_.span)
 
 
