@@ -3,7 +3,9 @@
 The host writes ``ID.sh`` (the command), ``ID.cwd`` and ``ID.env`` into the exchange
 folder and sends ``RUN ID TIMEOUT`` on the port; the agent runs the command under
 ``timeout`` with its output in ``ID.out`` and ``ID.err``, then answers ``DONE ID RC``.
-``STOP`` (or the port closing) ends the agent, and /init powers the guest off. The
+``STOP`` (or the port closing) ends the agent, which powers the guest off (it is the
+guest's process 1: should it die instead, the kernel panics and qemu, started with
+``-no-reboot`` and ``panic=-1``, exits all the same). The
 agent runs the host's own ``/bin/sh`` and tools (the guest's root is the host's).
 """
 
@@ -36,4 +38,5 @@ while read -r verb id limit <&3; do
     esac
 done
 sync
+echo o >/proc/sysrq-trigger
 """

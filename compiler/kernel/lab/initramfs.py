@@ -4,8 +4,10 @@
 mounts the host's ``/`` read-only over 9p (tag ``host``) under a RAM overlay, mounts
 the session's exchange folder read-write over 9p (tag ``xchg``) at the same path as on
 the host, binds the kernel's own modules at ``/lib/modules/RELEASE`` (so ``modprobe``
-in the guest finds nf_tables and friends), and runs the agent (:mod:`.agent`) chrooted
-there with the host's own userland. When the agent ends, the guest powers off.
+in the guest finds nf_tables and friends), and runs the agent (:mod:`.agent`)
+as the new root (``switch_root``: the kernel's own helpers, such as ``modprobe`` for a
+module it wants, then run from the host's userland too). When the agent ends, the
+guest powers off.
 
 The archive is written here (``newc``, uncompressed: the kernel unpacks it as it is)
 and cached beside the kernel, keyed by a hash of what it holds.
@@ -63,8 +65,7 @@ mkdir -p "/new$X" && mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 x
 echo "pfc-lab: mounted $(cat /proc/uptime)"
 M=$(cat "/new$X/modules.path")
 mkdir -p "/new/usr/lib/modules/$R" && mount -o bind "/new$M" "/new/usr/lib/modules/$R"
-chroot /new /bin/sh "$X/agent.sh" "$X"
-poweroff -f
+exec switch_root /new /bin/sh "$X/agent.sh" "$X"
 """
 
 
