@@ -359,8 +359,10 @@ class Object:
     ``obj.maps["counters"]``. The block's end closes every fd.
     """
 
-    def __init__(self, elf: bytes, name: str = "pfc"):
+    def __init__(self, elf: bytes, name: str = "pfc", log_level: int = 0):
         self.name = name
+        self.log_level = log_level  # 4 (BPF_LOG_STATS): ``log`` ends "processed N insns"
+        self.log = ""
         self._elf = ctypes.create_string_buffer(elf, len(elf))
         self._log = ctypes.create_string_buffer(LOG_SIZE)
         self._handle: int | None = None
@@ -372,7 +374,7 @@ class Object:
         so = lib()
         opts = OpenOpts(sz=ctypes.sizeof(OpenOpts), object_name=self.name.encode(),
                         kernel_log_buf=ctypes.cast(self._log, ctypes.c_void_p),
-                        kernel_log_size=LOG_SIZE, kernel_log_level=0)
+                        kernel_log_size=LOG_SIZE, kernel_log_level=self.log_level)
         with _Capture() as cap:
             handle = so.bpf_object__open_mem(self._elf, len(self._elf), ctypes.byref(opts))
             if not handle:
@@ -384,6 +386,7 @@ class Object:
             log = self._log.value.decode(errors="replace")
             self.close()
             raise BpfError(-ret, f"cannot load BPF object {self.name}", cap.text, log)
+        self.log = self._log.value.decode(errors="replace")
         self._collect()
 
     def _collect(self) -> None:

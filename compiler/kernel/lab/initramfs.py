@@ -4,7 +4,9 @@
 mounts the host's ``/`` read-only over 9p (tag ``host``) under a RAM overlay, mounts
 the session's exchange folder read-write over 9p (tag ``xchg``) at the same path as on
 the host, binds the kernel's own modules at ``/lib/modules/RELEASE`` (so ``modprobe``
-in the guest finds nf_tables and friends), and runs the agent (:mod:`.agent`)
+in the guest finds nf_tables and friends) and puts its config at
+``/boot/config-RELEASE`` (libbpf reads ``__kconfig`` externs such as ``CONFIG_HZ``
+there, as on a Debian host), and runs the agent (:mod:`.agent`)
 as the new root (``switch_root``: the kernel's own helpers, such as ``modprobe`` for a
 module it wants, then run from the host's userland too). When the agent ends, the
 guest powers off.
@@ -63,8 +65,9 @@ mount -t tracefs tracefs /new/sys/kernel/tracing 2>/dev/null
 mkdir -p "/new$X" && mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 xchg "/new$X" \
     || fail "cannot mount the exchange folder (9p)"
 echo "pfc-lab: mounted $(cat /proc/uptime)"
-M=$(cat "/new$X/modules.path")
-mkdir -p "/new/usr/lib/modules/$R" && mount -o bind "/new$M" "/new/usr/lib/modules/$R"
+K=$(cat "/new$X/kernel.root")
+mkdir -p "/new/usr/lib/modules/$R" && mount -o bind "/new$K/lib/modules/$R" "/new/usr/lib/modules/$R"
+mkdir -p /new/boot && cp "/new$K/boot/config-$R" /new/boot/
 exec switch_root /new /bin/sh "$X/agent.sh" "$X"
 """
 

@@ -72,7 +72,7 @@ class Session:
 
     def _start(self, theirs: socket.socket, memory: int, boot_timeout: float) -> None:
         (self.shared / "agent.sh").write_text(agent.SCRIPT)
-        (self.shared / "modules.path").write_text(str(self.kernel.modules))
+        (self.shared / "kernel.root").write_text(str(self.kernel.root))
         argv = qemu.command(initramfs.vmlinux(self.kernel), initramfs.build(self.kernel),
                             self.shared, self.console, theirs.fileno(), self.accel, memory)
         started = time.monotonic()
