@@ -66,7 +66,7 @@ BPF_FETCH, BPF_CMPXCHG = 0x01, 0xF1
 def parse_kernel(text: str) -> tuple[int, ...]:
     """``5.10``, ``6.1.0-37-amd64``, ``6.12.48+deb13`` → (major, minor); ValueError
     otherwise."""
-    found = re.match(r"^(\d+)\.(\d+)", text.strip())
+    found = re.match(r"^(\d+)\.(\d+)(?:\.\d+)?(?:[-+~_].*)?$", text.strip())
     if not found:
         raise ValueError(f"`{text}` is not a kernel version: give one like 5.10 or 6.1")
     return int(found.group(1)), int(found.group(2))
@@ -108,6 +108,27 @@ def classifier_fits(kernel: tuple[int, ...] | None) -> bool:
 
 def shown(kernel: tuple[int, ...]) -> str:
     return ".".join(str(k) for k in kernel[:2])
+
+
+PROBED_HELPERS = {"ringbuf": 131, "ktime_coarse": 160, "bpf_loop": 181, "xdp_bytes": 189}
+
+
+def lacking_here(features: list[str], hook: str) -> list[str]:
+    """The features the running kernel lacks, asked of the kernel (``pfc.kernel.
+    bpf_probe``: a distribution kernel may have what its version predates); by its
+    release (``uname -r``) where it cannot be asked."""
+    from pfc.kernel import bpf_probe
+
+    release = running()
+    lacking = []
+    for feature in features:
+        if feature == "cmpxchg":
+            has = bpf_probe.atomic_fetch()
+        else:
+            has = bpf_probe.helper(hook, PROBED_HELPERS[feature])
+        if has is False or (has is None and missing([feature], release)):
+            lacking.append(feature)
+    return lacking
 
 
 def refusal(feature: str, kernel: tuple[int, ...], hook: str) -> str:

@@ -66,7 +66,8 @@ mkdir -p "/new$X" && mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 x
     || fail "cannot mount the exchange folder (9p)"
 echo "pfc-lab: mounted $(cat /proc/uptime)"
 K=$(cat "/new$X/kernel.root")
-mkdir -p "/new/usr/lib/modules/$R" && mount -o bind "/new$K/lib/modules/$R" "/new/usr/lib/modules/$R"
+mkdir -p "/new/usr/lib/modules/$R" \
+    && mount -o bind "/new$K/lib/modules/$R" "/new/usr/lib/modules/$R"
 mkdir -p /new/boot && cp "/new$K/boot/config-$R" /new/boot/
 exec switch_root /new /bin/sh "$X/agent.sh" "$X"
 """
