@@ -77,6 +77,7 @@ class Session:
                             self.shared, self.console, theirs.fileno(), self.accel, memory)
         started = time.monotonic()
         self._process = qemu.start(argv, theirs.fileno(), self.shared / "qemu.err")
+        self.pid = self._process.pid
         line = self._line(boot_timeout, "booting")
         if not line.startswith("READY "):
             raise LabError(f"{self.kernel.release}: unexpected first word from the guest: "
