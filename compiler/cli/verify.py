@@ -66,7 +66,7 @@ def _frames(args: argparse.Namespace) -> tuple[list[bytes], int]:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    if getattr(args, "kernel", None):
+    if getattr(args, "kernel", None) is not None:
         return _verify_kernels(args)
     targets, explicit = _targets(args.targets)
     user, generated = _frames(args)

@@ -52,12 +52,15 @@ class KernelRun:
 
 def parse_kernels(spec: str) -> list[str]:
     """``6.1,5.10,host`` → the list; ValueError naming a bad entry."""
-    chosen = [k.strip() for k in spec.split(",") if k.strip()]
-    if not chosen:
+    chosen = [k.strip() for k in spec.split(",")]
+    if not any(chosen) or not all(chosen):
         raise ValueError("--kernel: give at least one kernel (5.10, 6.1, 6.12, host)")
     for k in chosen:
         if k != HOST:
-            lab.debian.check_series(k)
+            try:
+                lab.debian.check_series(k)
+            except lab.LabError as exc:
+                raise ValueError(f"--kernel: {exc}") from exc
     return chosen
 
 

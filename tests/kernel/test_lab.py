@@ -3,6 +3,7 @@ commands, exit status, output, time limits, modules, and no qemu left behind."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import struct
@@ -144,3 +145,41 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"
+
+
+# ------------------------------------------------------------------ pfc verify --kernel
+
+def _pfc(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pfc.cli", *argv], capture_output=True,
+                          text=True, cwd=ROOT)
+
+
+@pytest.mark.parametrize("spec", ["6.x", "", "6.1,,7", "6.1;reboot"])
+def test_verify_kernel_usage_errors(spec):
+    done = _pfc("verify", "--kernel", spec, "examples/edge-drop.pf")
+    assert done.returncode == 2, done.stderr
+    assert "kernel" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.lab
+@needs_lab
+@pytest.mark.timeout(3600)
+def test_verify_inside_a_lab_kernel_and_the_host(tmp_path):
+    done = _pfc("verify", "--kernel", "5.10,host", "--targets", "tc,nft", "--frames", "40",
+                "--format", "json", "--pcap-out", str(tmp_path), "examples/edge-drop.pf",
+                "examples/rate-limit-log.pf")
+    report = json.loads(done.stdout)
+    assert [k["kernel"] for k in report["kernels"]] == ["5.10", "host"]
+    guest, host = report["kernels"]
+    assert guest["release"].startswith("5.10.") and host["release"] == os.uname().release
+    statuses = {(k["kernel"], f["file"].rsplit("/", 1)[-1], t["target"]): t["status"]
+                for k in report["kernels"] for f in k["files"] for t in f["targets"]}
+    assert statuses == {
+        ("5.10", "edge-drop.pf", "tc"): "agree", ("5.10", "edge-drop.pf", "nft"): "agree",
+        ("5.10", "rate-limit-log.pf", "tc"): "error",  # named: 5.10 lacks its features
+        ("5.10", "rate-limit-log.pf", "nft"): "agree",
+        ("host", "edge-drop.pf", "tc"): "agree", ("host", "edge-drop.pf", "nft"): "agree",
+        ("host", "rate-limit-log.pf", "tc"): "agree",
+        ("host", "rate-limit-log.pf", "nft"): "agree"}
+    assert done.returncode == 1 and not report["ok"]
+    assert not guest["ok"] and host["ok"]

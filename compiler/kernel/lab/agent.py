@@ -1,4 +1,4 @@
-"""The guest's side of a session: a shell loop on a virtio serial port.
+"""The guest's side of a session: a shell loop on the second serial port (raw mode).
 
 The host writes ``ID.sh`` (the command), ``ID.cwd`` and ``ID.env`` into the exchange
 folder and sends ``RUN ID TIMEOUT`` on the port; the agent runs the command under
@@ -14,11 +14,8 @@ X=$1
 echo "pfc-lab: agent $(cat /proc/uptime)"
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 ip link set lo up 2>/dev/null
-PORT=
-for name in /sys/class/virtio-ports/*/name; do
-    [ "$(cat "$name")" = pfc.ctl ] && PORT=/dev/$(basename "$(dirname "$name")")
-done
-[ -n "$PORT" ] || { echo "pfc-lab: no control port"; exit 1; }
+PORT=/dev/ttyS1
+stty -F "$PORT" raw -echo || { echo "pfc-lab: no control port"; exit 1; }
 echo "pfc-lab: port $(cat /proc/uptime)"
 exec 3<>"$PORT"
 echo "READY $(uname -r)" >&3

@@ -1,6 +1,6 @@
 """The lab's initramfs: busybox, the modules that reach the host's files, and /init.
 
-/init (``INIT``, run by busybox sh) loads virtio, 9p, overlay and virtio_console,
+/init (``INIT``, run by busybox sh) loads virtio, 9p and overlay,
 mounts the host's ``/`` read-only over 9p (tag ``host``) under a RAM overlay, mounts
 the session's exchange folder read-write over 9p (tag ``xchg``) at the same path as on
 the host, binds the kernel's own modules at ``/lib/modules/RELEASE`` (so ``modprobe``
@@ -30,7 +30,7 @@ from pfc.kernel.lab.debian import Kernel
 from pfc.kernel.lab.errors import LabError
 
 BUSYBOX = "/bin/busybox"
-MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay", "virtio_console")
+MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay")
 AGENT = "agent.sh"
 
 INIT = r"""#!/bin/busybox sh

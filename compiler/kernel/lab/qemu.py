@@ -2,10 +2,13 @@
 its parent.
 
 One vCPU, 1 GiB, no display, no network card, no firmware menu: the kernel and the
-initramfs are passed directly. Three devices: the host's ``/`` read-only over 9p (tag
-``host``), the exchange folder read-write over 9p (tag ``xchg``), and a virtio serial
-port (``pfc.ctl``) on one end of a socket pair for the agent. The console (the
-kernel's messages) goes to a file.
+initramfs are passed directly. The host's ``/`` read-only over 9p (tag ``host``), the
+exchange folder read-write over 9p (tag ``xchg``), the console (``ttyS0``, the kernel's
+messages) to a file, and the agent's channel on the second serial port (``ttyS1``) at
+one end of a socket pair. A plain UART, not a virtio serial port: a virtio port's
+writes block until qemu has told the guest its host side is open, and with three
+guests booting at once one guest never heard it (measured: its agent hung on its first
+line).
 
 Acceleration: KVM when ``/dev/kvm`` opens and a KVM guest has booted on this host
 before (a probe, remembered per host kernel in the cache), TCG otherwise
@@ -41,13 +44,11 @@ def command(vmlinuz: Path, initrd: Path, xchg: Path, console: Path, ctl_fd: int,
         "-machine", f"pc,accel={accel}", "-cpu", "max" if accel == "tcg" else "host",
         "-smp", "1", "-m", str(memory),
         "-kernel", str(vmlinuz), "-initrd", str(initrd), "-append", append,
-        "-serial", f"file:{console}", "-monitor", "none",
+        "-serial", f"file:{console}", "-chardev", f"socket,id=ctl,fd={ctl_fd}",
+        "-serial", "chardev:ctl", "-monitor", "none",
         "-virtfs", "local,path=/,mount_tag=host,security_model=none,readonly=on,"
         "multidevs=remap",
         "-virtfs", f"local,path={xchg},mount_tag=xchg,security_model=none",
-        "-device", "virtio-serial-pci",
-        "-chardev", f"socket,id=ctl,fd={ctl_fd}",
-        "-device", "virtserialport,chardev=ctl,name=pfc.ctl",
     ]
 
 

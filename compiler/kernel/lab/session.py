@@ -54,8 +54,10 @@ class Session:
                  boot_timeout: float = BOOT_TIMEOUT):
         self.kernel = kernel
         self.accel = accel
+        _sweep()
         self.shared = Path(tempfile.mkdtemp(prefix="pfc-lab-"))
         self.shared.chmod(0o755)
+        (self.shared / "owner").write_text(str(os.getpid()))
         self.console = self.shared / "console.log"
         self.release = ""
         self.boot_seconds = 0.0
@@ -179,6 +181,18 @@ class Session:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _sweep() -> None:
+    """Remove the exchange folders of sessions whose process died without closing
+    them (SIGKILL: qemu died with it, its folder stayed)."""
+    for folder in Path(tempfile.gettempdir()).glob("pfc-lab-*"):
+        try:
+            owner = int((folder / "owner").read_text())
+        except (OSError, ValueError):
+            continue
+        if not Path(f"/proc/{owner}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _name_ok(name: str) -> bool:
