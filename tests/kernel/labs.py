@@ -67,6 +67,7 @@ class KernelResults:
     verify: dict = field(default_factory=dict)  # pfc verify's JSON report
     verify_seconds: float = 0.0
     load: object = None  # lab.Result of `pfc load` of REFUSED_LOAD
+    cpu_seconds: float = 0.0  # qemu's, boot included
 
 
 def _policies() -> list[tuple[str, object]]:
@@ -113,6 +114,7 @@ def matrix_batch(guests: Guests, kernel: str, objects: list[Path]) -> KernelResu
     out.load = vm.run([sys.executable, "-m", "pfc.cli", "load", str(REFUSED_LOAD),
                        "--target", "tc", "--dev", "lo"], cwd=ROOT,
                       env=env | {"PFC_STATE_DIR": str(vm.shared / "state")})
+    out.cpu_seconds = vm.cpu_seconds()
     return out
 
 
@@ -140,7 +142,7 @@ def _report(results: dict[str, KernelResults]) -> None:
         return
     Path(where).write_text(json.dumps({k: {
         "release": r.release, "boot_seconds": round(r.boot_seconds, 1),
-        "verify_seconds": round(r.verify_seconds, 1),
+        "verify_seconds": round(r.verify_seconds, 1), "cpu_seconds": round(r.cpu_seconds, 1),
         "loads": {f"{n}.{h}": v for (n, h), v in r.loads.items()},
         "refused_at_compile": {f"{n}.{h}": v for (n, h), v in r.refused_at_compile.items()},
         "verify": r.verify} for k, r in results.items()}, indent=1))

@@ -116,6 +116,12 @@ class Session:
             (where / f"{ident}.{ext}").unlink(missing_ok=True)
         return result
 
+    def cpu_seconds(self) -> float:
+        """CPU time qemu has used so far (user + system): what the guest cost the host,
+        whatever the machine's load."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def batch(self, commands: list[list[str] | str], **options) -> list[Result]:
         return [self.run(c, **options) for c in commands]
 
