@@ -106,3 +106,17 @@ def test_probes_decide_before_the_release(monkeypatch):
         ["xdp_bytes"]
     monkeypatch.setattr(kernels, "running", lambda: (5, 10))
     assert kernels.lacking_here(["bpf_loop", "cmpxchg"], "xdp") == ["cmpxchg"]
+
+
+def test_nft_payload_needs_the_inner_header_base():
+    """nft's payload matches are ``@ih`` (Linux 5.16): Debian 11's 5.10 answered
+    "Operation not supported" in the lab; with a kernel option that old, one line on
+    each payload rule instead."""
+    compiled = compile_path(EXAMPLES / "ddos-drop-tcp-subnet-payload.pf")
+    artifact, diags = build_artifact(compiled, "nft", extra={"kernel": (5, 10)})
+    assert artifact is None and [d.message for d in diags] == [
+        "target `nft`: payload matches need nft_payload's inner header (`@ih`, Linux "
+        "5.16); kernel 5.10 does not have it"]
+    assert build_artifact(compiled, "nft", extra={"kernel": (5, 16)})[0] is not None
+    assert build_artifact(compile_path(EXAMPLES / "edge-drop.pf"), "nft",
+                          extra={"kernel": (5, 10)})[0] is not None

@@ -183,3 +183,19 @@ def test_verify_inside_a_lab_kernel_and_the_host(tmp_path):
         ("host", "rate-limit-log.pf", "nft"): "agree"}
     assert done.returncode == 1 and not report["ok"]
     assert not guest["ok"] and host["ok"]
+
+
+@pytest.mark.lab
+@needs_lab
+@pytest.mark.timeout(1800)
+def test_a_guest_booted_in_a_thread_outlives_the_thread():
+    """PR_SET_PDEATHSIG follows the thread that forked qemu: a guest booted from a pool's
+    thread must not die when that thread ends (the matrix boots its guests so)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        vm = pool.submit(lab.boot, "5.10").result()
+    try:
+        assert vm.run("true").returncode == 0
+    finally:
+        vm.close()

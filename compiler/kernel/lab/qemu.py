@@ -15,7 +15,8 @@ before (a probe, remembered per host kernel in the cache), TCG otherwise
 (:func:`choose_accel`); ``$PFC_LAB_ACCEL`` (``kvm``, ``tcg``) forces one.
 
 The process gets ``PR_SET_PDEATHSIG`` = SIGKILL: when the Python process that
-started it dies, even by SIGKILL, the kernel kills qemu too. It runs in its own
+started it dies, even by SIGKILL, the kernel kills qemu too (it is forked from a thread
+that lives as long as qemu, :func:`start`). It runs in its own
 session, so a Ctrl-C meant for pfc reaches pfc, which then stops it.
 """
 
@@ -27,6 +28,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 from pfc.kernel.lab.errors import LabError
@@ -103,11 +105,32 @@ def _die_with_parent() -> None:
 
 
 def start(argv: list[str], ctl_fd: int, stderr: Path) -> subprocess.Popen:
-    """qemu started as described in the module doc."""
-    with stderr.open("wb") as err:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
-                                pass_fds=(ctl_fd,), start_new_session=True,
-                                preexec_fn=_die_with_parent)
+    """qemu started as described in the module doc, from a thread of its own that lives
+    as long as qemu: PR_SET_PDEATHSIG fires when the *thread* that forked the child
+    ends, so a guest booted from a short-lived thread (a thread pool's) would be killed
+    with it (measured: the matrix's guests died when its pool closed)."""
+    started: dict = {}
+    ready = threading.Event()
+
+    def spawn() -> None:
+        try:
+            with stderr.open("wb") as err:
+                started["process"] = subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                    pass_fds=(ctl_fd,), start_new_session=True,
+                    preexec_fn=_die_with_parent)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            started["error"] = exc
+        finally:
+            ready.set()
+        if "process" in started:  # wait without reaping: Popen.wait() reaps it
+            os.waitid(os.P_PID, started["process"].pid, os.WEXITED | os.WNOWAIT)
+
+    threading.Thread(target=spawn, name="pfc-lab-qemu", daemon=True).start()
+    ready.wait()
+    if "error" in started:
+        raise started["error"]
+    return started["process"]
 
 
 def stop(process: subprocess.Popen, grace: float) -> None:
