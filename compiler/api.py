@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from pfc import backends
 from pfc.backends.base import Artifact, capability_errors
-from pfc.build import backend, build_artifact
+from pfc.build import OptionError, backend, build_artifact
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import CompileError, Diagnostic
 from pfc.frontend.pipeline import Compiled, compile_path, compile_text
@@ -74,21 +74,34 @@ def check(policy: PolicyInput, *, targets: Iterable[str] = ()) -> list[Diagnosti
 
 def compile(policy: PolicyInput, target: str, *, format: str | None = None,  # noqa: A002
             hook: str | None = None, dev: str | None = None, table: str = "pfc",
-            notrack: bool = False, audit: bool = False) -> Artifact:
+            notrack: bool = False, audit: bool = False,
+            kernel: str | None = None) -> Artifact:
     """The policy compiled for ``target`` (see ``pfc targets``). ``artifact.text`` is the
     printable form, ``artifact.files`` what ``pfc compile -o`` writes; the front end's
     warnings are in ``artifact.diagnostics``, then the backend's notes (e.g. an eBPF
     object whose maps must be filled at load time). CompileError if the policy has errors or
     the target cannot express a rule; OptionError for a bad format, hook or name.
-    ``audit``: every drop a would-be drop (docs/language.md "Audit mode")."""
+    ``audit``: every drop a would-be drop (docs/language.md "Audit mode").
+    ``kernel``: the kernel the artifact must load on (``5.10``, ``6.1``, ``host``):
+    eBPF lowerings it has, an error per feature it lacks (docs/kernels.md)."""
     compiled = front(policy)
     compiled.require()
+    extra = {"kernel": _kernel(kernel)} if kernel else {}
     artifact, diags = build_artifact(compiled, target, format, hook=hook, dev=dev,
-                                     table=table, notrack=notrack, audit=audit)
+                                     table=table, notrack=notrack, audit=audit, extra=extra)
     if artifact is None:
         raise CompileError(diags, compiled.sources)
     artifact.diagnostics = list(compiled.diagnostics) + artifact.diagnostics  # backend notes last
     return artifact
+
+
+def _kernel(text: str) -> tuple[int, int]:
+    from pfc.backends.ebpf import kernels
+
+    try:
+        return kernels.running() if text == "host" else kernels.parse_kernel(text)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from exc
 
 
 def frames(policy: PolicyInput | ir.Policy, n: int, *, seed: int = 0,
