@@ -40,7 +40,7 @@ from pfc.backends.nft import maps
 from pfc.backends.nft import stateful as stf
 from pfc.backends.nft.ruleset import emit_ruleset
 from pfc.frontend import ir
-from pfc.frontend.diagnostics import CompileError
+from pfc.frontend.diagnostics import CompileError, Diagnostic, error
 from pfc.frontend.firewall.hooks import BLOCKS
 
 if TYPE_CHECKING:  # jinja2 loads on first render
