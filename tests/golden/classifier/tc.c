@@ -616,7 +616,8 @@ int pfc_tc(struct __sk_buff *skb)
 	__u64 counted = skb->len > 14 ? skb->len - 14 : 0;
 	__u32 slot;
 	int verdict;
-	__u32 sport = PFC_PORT_ABSENT, dport = PFC_PORT_ABSENT;
+	__u32 sport = PFC_PORT_ABSENT;
+	__u32 dport = PFC_PORT_ABSENT;
 	__u32 fp = 0, c_src = 0, c_dst = 0, have = 0; /* have: bit 0 src, bit 1 dst read */
 	__u64 s01 = 0, s23 = 0, d01 = 0, d23 = 0; /* the addresses' bytes as read (W64) */
 
