@@ -260,13 +260,29 @@ def variants(frame: bytes, consts: gen.Constants) -> dict[str, list[bytes]]:
     return out
 
 
+def beside(f: bytes, consts: gen.Constants, rng: random.Random, judge
+           ) -> tuple[list[bytes], set[str]]:
+    """Neighbours of ``f``, each followed by ``f`` again (``n1, f, n2, f, ...``: with
+    one slot too, each neighbour meets ``f``'s entry): per key field, a copy the
+    interpreter judges otherwise (if one of 8 tried is, or of every protocol) and one
+    at random. Also the fields told apart so, while ``f``'s entry is kept."""
+    base = judge(f)
+    out, told = [], set()
+    for field, copies in variants(f, consts).items():
+        tries = len(copies) if field == "proto" else min(8, len(copies))
+        other = next((c for c in rng.sample(copies, tries) if judge(c) != base), None)
+        if other is not None:
+            out += [other, f]
+            if len(base[1]) <= CACHED_COUNTS:
+                told.add(field)
+        out += [rng.choice(copies), f] if copies else []
+    return out, told
+
+
 def shape_frames(artifact, seed: int) -> tuple[list[bytes], set[str]]:
-    """160 aimed and malformed frames; every other one followed by neighbours, each
-    then the frame again (``f, n1, f, n2, ...``: with one slot too, each neighbour
-    meets ``f``'s entry): per key field, a copy the interpreter judges otherwise (if
-    one of 8 tried is, or of every protocol) and one at random. All of it twice, the
-    second time shuffled. Also the fields some neighbour was judged otherwise for: a
-    key without them would give a wrong hit here."""
+    """160 aimed and malformed frames, every other one followed by its neighbours
+    (:func:`beside`), all of it twice, the second time shuffled; and the fields the
+    neighbours tell apart: a key without one of them gives a wrong hit here."""
     rng = random.Random(seed)
     policy = artifact.policy
     consts = gen.constants(policy)
@@ -278,16 +294,10 @@ def shape_frames(artifact, seed: int) -> tuple[list[bytes], set[str]]:
     frames, told = [], set()
     for k, f in enumerate(gen.sample(policy, 160, seed=seed)):
         frames.append(f)
-        for field, copies in variants(f, consts).items() if k % 2 else ():
-            base = judge(f)
-            tries = len(copies) if field == "proto" else min(8, len(copies))
-            other = next((c for c in rng.sample(copies, tries)
-                          if judge(c) != base), None)
-            if other is not None:
-                if len(base[1]) <= CACHED_COUNTS:  # f's entry is kept: other meets it
-                    told.add(field)
-                frames += [other, f]
-            frames += [rng.choice(copies), f] if copies else []
+        if k % 2:
+            more, fields = beside(f, consts, rng, judge)
+            frames += more
+            told |= fields
     again = frames[:]
     rng.shuffle(again)
     return frames + again, told
