@@ -25,6 +25,7 @@ targets that can. The module's name is ``TABLE_nf`` (``--table``, default ``pfc`
 from __future__ import annotations
 
 import functools
+import os
 from importlib import resources
 from typing import TYPE_CHECKING
 
@@ -39,7 +40,8 @@ from pfc.backends.base import (
 from pfc.backends.describe import describe
 from pfc.backends.nfmod import lower as low
 from pfc.frontend import ir
-from pfc.frontend.diagnostics import CompileError, error
+from pfc.frontend.diagnostics import CompileError, error, warning
+from pfc.kernel.lab import version_tuple as lab_version
 
 if TYPE_CHECKING:
     import jinja2
@@ -113,17 +115,32 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
              "Makefile": MAKEFILE.encode()}
     meta = {"module": module, "hook": hook, "priority": HOOKS[hook][1],
             "slots": slots(policy), "proc": f"/proc/net/{module}", "release": None}
-    kernel = options.extra.get("kernel")
-    if kernel is not None:
-        from pfc.backends.nfmod import build
-        try:
-            built = build.build_for(kernel, files, module)
-        except build.BuildError as exc:
+    artifact = Artifact("nfmod", hook, "c", text, files, policy, meta)
+    if options.extra.get("kernel") is not None:
+        _build(artifact, options.extra["kernel"], module)
+    return artifact
+
+
+def _build(artifact: Artifact, kernel: tuple[int, ...], module: str) -> None:
+    """Add the ``.ko`` for ``kernel``. No headers for the *running* kernel (what ``pfc
+    verify`` asks for) is a warning and no ``.ko``; for another kernel, or a module
+    Kbuild refuses, an error."""
+    from pfc.backends.nfmod import build
+    policy = artifact.policy
+    try:
+        built = build.build_for(kernel, artifact.files, module)
+    except build.NoHeaders as exc:
+        if tuple(kernel[:2]) != tuple(lab_version(os.uname().release)[:2]):
             raise CompileError([error(f"target `nfmod`: {exc}", policy.default_span,
                                       code="kernel")]) from exc
-        files[f"{module}.ko"] = built.ko
-        meta["release"] = built.release
-    return Artifact("nfmod", hook, "c", text, files, policy, meta)
+        artifact.diagnostics.append(warning(f"target `nfmod`: no .ko: {exc}",
+                                            policy.default_span, code="kernel"))
+        return
+    except build.BuildError as exc:
+        raise CompileError([error(f"target `nfmod`: {exc}", policy.default_span,
+                                  code="kernel")]) from exc
+    artifact.files[f"{module}.ko"] = built.ko
+    artifact.meta["release"] = built.release
 
 
 def view(hook: str, frame: bytes) -> bytes | None:

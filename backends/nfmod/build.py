@@ -34,6 +34,10 @@ class BuildError(RuntimeError):
     """No headers for the kernel, or Kbuild refused the module (the message says)."""
 
 
+class NoHeaders(BuildError):
+    """No build tree for the kernel asked for."""
+
+
 @dataclass(frozen=True)
 class Built:
     ko: bytes
@@ -51,7 +55,7 @@ def release_for(kernel: tuple[int, ...]) -> str:
     series = ".".join(str(k) for k in kernel[:2])
     cached = lab.cached(series)
     if cached is None:
-        raise BuildError(f"no headers for kernel {series}: fetch it once with "
+        raise NoHeaders(f"no headers for kernel {series}: fetch it once with "
                          f"`pfc verify --kernel {series}` (the kernel lab unpacks Debian's "
                          "headers), or build on a host running it")
     return cached.release
@@ -64,7 +68,7 @@ def headers(release: str) -> Path:
     lab_tree = lab.cache_root() / release / "root" / "usr" / "src" / f"linux-headers-{release}"
     if (lab_tree / "Makefile").is_file():
         return lab_tree
-    raise BuildError(f"no headers for kernel {release} (looked in {build} and {lab_tree}): "
+    raise NoHeaders(f"no headers for kernel {release} (looked in {build} and {lab_tree}): "
                      f"install linux-headers-{release}")
 
 
