@@ -27,7 +27,6 @@ and bytes from the network header, as the interpreter counts them.
 
 from __future__ import annotations
 
-import ipaddress
 import itertools
 
 from pfc.backends.base import Artifact, Backend, Options, artifact_name, check_dev, printable
