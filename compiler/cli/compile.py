@@ -24,7 +24,8 @@ from pfc.frontend.source import SourceFile
 # The compile options each target reads besides --format and --hook. An option given
 # to a target that does not read it is warned about (WHY says why it has no effect).
 # A target missing here reads none of them.
-READS = {"nft": {"dev", "table"}, "iptables": {"dev", "table", "notrack"}}
+READS = {"nft": {"dev", "table"}, "iptables": {"dev", "table", "notrack"}, "u32": {"dev"},
+         "nfmod": {"table"}}
 WHY = {
     "dev": {"cbpf": "a socket filter is attached to a socket by the application",
             "socket": "a socket filter is attached to a socket by the application",
