@@ -146,8 +146,8 @@ EXCERPT_MAX = 200  # characters of a source line shown around the caret
 
 def _excerpt(span: Span, sources: Mapping[str, SourceFile]) -> list[str]:
     src = sources.get(span.file)
-    if src is None:
-        return []
+    if src is None or not src.echo:
+        return []  # no source, or one whose lines are never shown (a set file)
     line, col = src.position(span.start)
     end_line, end_col = src.position(max(span.start, span.end))
     text = src.line_text(line)

@@ -58,7 +58,7 @@ def test_a_nul_in_a_set_entry_is_an_error_in_the_set_file(tmp_path: Path) -> Non
     (tmp_path / "nul.txt").write_bytes(b"10.0.0.1\x00\n")
     compiled = _compile(tmp_path, 'set s = file "nul.txt"\ndrop src $s\n')
     (d,) = compiled.diagnostics
-    assert d.code == "bad-set-entry" and d.span.file.endswith("nul.txt")
+    assert d.code == "bad-set-entry" and d.notes[0].span.file.endswith("nul.txt")
     assert "U+0000 (NUL)" in d.message
     assert "\x00" not in render_text(d, compiled.sources)
 
@@ -132,8 +132,11 @@ def test_a_latin1_set_file_is_reported_at_the_bad_byte(tmp_path: Path) -> None:
     (tmp_path / "s.txt").write_bytes(b"10.0.0.1\n10.0.0.2 # \xff\n")
     compiled = _compile(tmp_path, 'set s = file "s.txt"\ndrop src $s\n')
     (d,) = compiled.diagnostics
-    assert d.message == "not UTF-8: byte 0xff" and d.span.file.endswith("s.txt")
-    assert compiled.sources[d.span.file].position(d.span.start) == (2, 12)
+    assert d.message == "line 2 of s.txt: not UTF-8: byte 0xff"
+    assert compiled.source.position(d.span.start) == (1, 14)  # the set's path
+    here = d.notes[0].span
+    assert here.file.endswith("s.txt")
+    assert compiled.sources[here.file].position(here.start) == (2, 12)
 
 
 def test_a_leading_bom_is_accepted_and_one_elsewhere_is_named(tmp_path: Path) -> None:
