@@ -16,12 +16,16 @@ names go through :func:`check_name` / :func:`check_dev` (allow-lists).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import Diagnostic, error
 from pfc.kernel.observation import Observation
+
+if TYPE_CHECKING:
+    from pfc.frontend.firewall.ruleset import Ruleset
 
 # Features a rule can need. A backend's SUPPORTS lists those it can express.
 FEATURES = {
@@ -124,6 +128,11 @@ class Backend:
     # what the target cannot take in a policy it can express rule by rule (sizes,
     # combinations): errors on the rules, for the *lowered* policy (``lower``)
     limits: Limits | None = None
+    # whole firewalls (v2): the hook blocks this target carries, each to the hook of
+    # ``hooks`` it is emitted at (``ingress`` → ``xdp`` for XDP); a target with
+    # ``emit_ruleset`` takes all its blocks in one artifact (nft, iptables)
+    carries: Mapping[str, str] = field(default_factory=dict)
+    emit_ruleset: Callable[[Ruleset, Options], Artifact] | None = None
 
     def default_hook(self, options: Options) -> str:
         return self.pick_hook(options) if self.pick_hook else self.hooks[0]

@@ -24,6 +24,9 @@ def to_jsonable(obj: object) -> object:
 
 
 _CONVERTERS: dict[type, object] = {}  # each type's converter, chosen once
+# Fields of whole firewalls (v2) left out where they hold their v1 value, so a v1
+# policy's IR reads as it always has.
+_V2_ONLY = {"hook": (None,), "chains": ((),)}
 
 
 def _converter(cls: type):
@@ -36,7 +39,10 @@ def _converter(cls: type):
         def dataclass_(obj: object) -> dict:
             out = {"kind": kind}
             for name in names:
-                out[name] = to_jsonable(getattr(obj, name))
+                value = getattr(obj, name)
+                if name in _V2_ONLY and value in _V2_ONLY[name]:
+                    continue
+                out[name] = to_jsonable(value)
             return out
         return dataclass_
     if issubclass(cls, Enum):

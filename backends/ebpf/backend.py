@@ -283,7 +283,8 @@ def _backend(hook: str) -> Backend:
     supports = ALL_FEATURES - ({"redirect"} if hook == "socket" else set())
     return Backend(name=hook, description=DESCRIPTIONS[hook], supports=supports,
                    formats=("o", "c"), hooks=(hook,), emit=emit, passes=_passes(),
-                   binary_formats=frozenset(("o",)), run=_run, view=view)
+                   binary_formats=frozenset(("o",)), run=_run, view=view,
+                   carries={"ingress": hook})
 
 
 BACKENDS = tuple(_backend(h) for h in HOOKS)

@@ -24,12 +24,13 @@ from pfc.cli.check import CHECK, FMT
 from pfc.cli.common import CONTEXT, Command, UsageError
 from pfc.cli.compile import COMPILE, TARGETS
 from pfc.cli.events.log import LOG
-from pfc.cli.load import LOAD, STATUS, UNLOAD
+from pfc.cli.load import LOAD, UNLOAD
 from pfc.cli.lsp import LSP
 from pfc.cli.output import OutputError, shown
 from pfc.cli.prove import DIFF, PROVE
 from pfc.cli.run import FRAMES, RUN
 from pfc.cli.set import SET
+from pfc.cli.status import STATUS
 from pfc.cli.verify import VERIFY
 from pfc.frontend.diagnostics import suggest
 
@@ -62,7 +63,8 @@ exit codes:
   2    bad usage or environment: an unknown option or target, an unreadable
        input, an output that cannot be written, missing privileges
   70   internal error: a pfc bug (run with --debug for the traceback)
-  130  interrupted (Ctrl-C)
+  130  interrupted (Ctrl-C); `pfc log` and `pfc status --watch`, which run until
+       stopped, end with 0 on Ctrl-C (as with --count, --timeout)
 """
 
 EPILOG = f"""\

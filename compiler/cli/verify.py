@@ -64,7 +64,7 @@ def _frames(args: argparse.Namespace) -> tuple[list[bytes], int]:
 def _verify(args: argparse.Namespace) -> int:
     targets, explicit = _targets(args.targets)
     user, generated = _frames(args)
-    report, failed = [], False
+    report, failed, empty = [], False, []
     for path in args.files:
         compiled = load(path)
         if not compiled.ok:
@@ -75,8 +75,11 @@ def _verify(args: argparse.Namespace) -> int:
                                      user, generated)
         failed |= any(r.failed for r in results)
         report.append((compiled.source.name, results))
+        why = _nothing_verified(results)
+        if why is not None:
+            empty.append((compiled.source.name, why, _environment(results)))
     if args.format == "json":
-        print_json({"ok": not failed, "files": [
+        print_json({"ok": not (failed or empty), "files": [
             {"file": p, "pcap": args.pcap, "pcap_frames": len(user),
              "generated_frames": generated, "targets": [r.to_json() for r in rs]}
             for p, rs in report]})
@@ -87,7 +90,24 @@ def _verify(args: argparse.Namespace) -> int:
         for path, results in report:
             console.print(verify_table(path, results))
             _print_details(results)
-    return 1 if failed else 0
+    for path, why, _ in empty:
+        print(f"pfc verify: error: {shown(path)}: nothing verified: {shown(why)}",
+              file=sys.stderr)
+    if any(environment for *_, environment in empty):
+        return 2
+    return 1 if failed or empty else 0
+
+
+def _nothing_verified(results) -> str | None:
+    from pfc.verifier.run import nothing_verified  # hypothesis: only when verifying
+
+    return nothing_verified(results)
+
+
+def _environment(results) -> bool:
+    """Whether nothing ran for want of privileges or a kernel feature (exit 2), not
+    because no target can express the policy (exit 1)."""
+    return any(r.status == "compiled-only" for r in results)
 
 
 def _run_with_progress(compiled, targets: list[str] | None, args: argparse.Namespace,
@@ -142,20 +162,35 @@ def status_cell(r):
 def _print_details(results) -> None:
     """Plain lines (never wrapped): they are meant to be copied into a shell."""
     for r in results:
+        at = f" at hook {r.hook}" if r.hook else ""
         for line, text in r.not_expressible:
-            print(f"  {r.target}: not expressible: line {line}: {shown(text)}")
+            print(f"  {r.target}: not expressible{at}: line {line}: {shown(text)}")
+        if r.hint:
+            print(f"  {r.target}: hint: {shown(r.hint)}")
         if r.status == "compiled-only":
             print(f"  {r.target}: compiled only, not run: {shown(r.reason)}")
+        for note in r.notes:  # another hook than the default; buckets at 1/minute
+            print(f"  {r.target}: note: {shown(note)}")
         if r.report is not None and not r.report.ok:
             print(f"  {r.target}: " + r.report.summary().replace("\n", "\n    "))
         if r.pcap:
-            print(f"  minimal failing frame: {shown(str(r.pcap))}; replay with:")
-            for cmd in r.replay:
-                print(f"    {shown(cmd)}")
+            _print_replay(r)
         elif r.status == "disagree" and r.reason:  # the failing frames were not written
             print(f"  {r.target}: {shown(r.reason)}")
-        elif r.status == "agree" and r.reason:  # e.g. buckets verified at 1/minute
-            print(f"  {r.target}: note: {shown(r.reason)}")
+
+
+def _print_replay(r) -> None:
+    if not r.report.mismatches:  # only the counters differ: the frames they counted
+        n = r.pcap_frame
+        print(f"  the counters differ over: {shown(str(r.pcap))}, {n} frame{'s' * (n != 1)}; "
+              "replay with:")
+    elif r.pcap_frame == 1:
+        print(f"  minimal failing frame: {shown(str(r.pcap))}; replay with:")
+    else:
+        print(f"  failing sequence: {shown(str(r.pcap))}, {r.pcap_frame} frames, the "
+              "failing one last (its state depends on the frames before); replay with:")
+    for cmd in r.replay:
+        print(f"    {shown(cmd)}")
 
 
 VERIFY = Command("verify", "check every target against the reference interpreter, in the kernel",
@@ -164,6 +199,9 @@ VERIFY = Command("verify", "check every target against the reference interpreter
                  "on the frames its hook can see (BPF_PROG_TEST_RUN, a packet socket, a\n"
                  "throw-away namespace), and compare verdicts, rewritten bytes and counters\n"
                  "with the reference interpreter. On a disagreement: exit 1, a minimal failing\n"
-                 "pcap (shrunk by hypothesis) and the commands to replay it. Needs root for the\n"
-                 "kernel runs; without it, targets are only compiled and the report says so.",
+                 "pcap (shrunk by hypothesis; for a stateful policy, the frames up to the\n"
+                 "failing one) and the commands to replay it. A target whose default hook\n"
+                 "cannot express the policy (ct state) runs at one that can. Needs root for\n"
+                 "the kernel runs; without it, targets are only compiled, and a policy on\n"
+                 "which no target ran fails: exit 2 (exit 1 when none can express it).",
                  _args, _verify)
