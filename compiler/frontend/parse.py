@@ -17,7 +17,15 @@ import lark
 from lark import Token
 
 from pfc.frontend.diagnostics import MAX_ERRORS, Diagnostic, error
-from pfc.frontend.hints import KEYWORDS, char_hint, char_message, comma_hint, name_hint, range_hint
+from pfc.frontend.hints import (
+    KEYWORDS,
+    char_hint,
+    char_message,
+    comma_hint,
+    name_hint,
+    range_hint,
+    rate_hint,
+)
 from pfc.frontend.source import BOM, SourceFile, Span
 from pfc.frontend.syntax import (
     Comment,
@@ -204,7 +212,9 @@ def _syntax_diagnostic(exc: lark.exceptions.LarkError, ctx: _Context, base: int,
 def _token_diagnostic(exc: lark.exceptions.UnexpectedToken, ctx: _Context,
                       base: int, end: int) -> Diagnostic:
     tok = exc.token
-    expected = sorted({_EXPECTED.get(t, t) for t in exc.expected})
+    # RATE alone (after `limit`) is the word `rate`, not any option
+    expected = ["`rate`"] if set(exc.expected) == {"RATE"} else \
+        sorted({_EXPECTED.get(t, t) for t in exc.expected})
     if tok.type in ("_NL", "$END"):
         pos = base + (tok.start_pos if tok.start_pos is not None else 0)
         span = Span(ctx.source.name, pos, pos)
@@ -223,6 +233,8 @@ def _token_diagnostic(exc: lark.exceptions.UnexpectedToken, ctx: _Context,
         hint = comma_hint(before, after)
     elif tok.type == "MINUS":
         hint = range_hint(before, after)
+    elif tok.type == "NUMBER" and "RATE" in exc.expected:
+        hint = rate_hint(str(tok), before, after)
     return error(message, span, hint=hint, code="syntax")
 
 
