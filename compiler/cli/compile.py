@@ -24,7 +24,8 @@ from pfc.frontend.source import SourceFile
 # The compile options each target reads besides --format and --hook. An option given
 # to a target that does not read it is warned about (WHY says why it has no effect).
 # A target missing here reads none of them.
-READS = {"nft": {"dev", "table"}, "iptables": {"dev", "table", "notrack"}}
+READS = {"nft": {"dev", "table"}, "iptables": {"dev", "table", "notrack"}, "u32": {"dev"},
+         "nfmod": {"table"}}
 WHY = {
     "dev": {"cbpf": "a socket filter is attached to a socket by the application",
             "socket": "a socket filter is attached to a socket by the application",
@@ -65,6 +66,11 @@ def _compile_args(p: argparse.ArgumentParser) -> None:
                         "conntrack (NOTRACK)")
     p.add_argument("--audit", action="store_true", help="audit mode: every drop (and a "
                    "default drop) becomes a would-be drop: passed, counted and logged")
+    p.add_argument("--kernel", metavar="VERSION",
+                   help="eBPF targets: the kernel the artifact must load on (5.10, 6.1, "
+                        "6.12, ... or `host`): lowerings it supports (5.10: no classifier, "
+                        "the linear program), an error naming each feature it lacks and "
+                        "the kernel that has it (docs/kernels.md)")
     p.add_argument("--diagnostics", choices=("text", "json"), default="text",
                    help="text: diagnostics and notes as lines on stderr; json: one JSON "
                         "object on stderr instead (docs/json.md); the artifact is "
@@ -117,7 +123,8 @@ def _compile_into(args: argparse.Namespace, report: _Report) -> int:
     try:
         artifact = api.compile(compiled, args.target, format=args.format, hook=hook,
                                dev=args.dev, table=args.table or "pfc",
-                               notrack=args.notrack, audit=args.audit)
+                               notrack=args.notrack, audit=args.audit,
+                               kernel=getattr(args, "kernel", None))
     except CompileError as exc:
         report.diagnose(exc.diagnostics, compiled.sources)
         return 1

@@ -39,6 +39,23 @@ def unwritable(exc: state.Unwritable, outcome: str) -> LoadError:
                      hint=exc.hint())
 
 
+def check_kernel(artifact) -> None:
+    """Refuse, before anything is touched, an eBPF artifact that needs a feature the
+    running kernel lacks (``meta["kernel_needs"]``; probed, docs/kernels.md)."""
+    needs = artifact.meta.get("kernel_needs")
+    if not needs:
+        return
+    from pfc.backends.ebpf import kernels
+
+    lacking = kernels.lacking_here(list(needs), artifact.hook)
+    if lacking:
+        running = kernels.running()
+        raise LoadError("; ".join(kernels.refusal(f, running, artifact.hook)
+                                  for f in lacking) + f" (running {os.uname().release})",
+                        hint="`pfc compile --kernel host` shows what this kernel can take; "
+                        "nft and iptables express the same policy (docs/kernels.md)")
+
+
 # ------------------------------------------------------------------------ privileges
 
 def effective_caps() -> set[int]:

@@ -40,6 +40,7 @@ from pfc.deploy.base import (
     LoadError,
     Plan,
     Recovery,
+    check_kernel,
     check_privileges,
     current_netns,
     current_netns_id,
@@ -248,6 +249,7 @@ def load(artifact: Artifact, policy_path: str, source_text: str,
     the policy's sources, kept beside the record (:mod:`pfc.deploy.snapshot`)."""
     target = artifact.target
     check_privileges(target, netns)
+    check_kernel(artifact)
     impl = loader(target)
     _check_dev(dev)
     try:

@@ -1,6 +1,6 @@
 """Hints for syntax errors: what a user coming from iptables, nftables or pf probably
 meant (``default allow``, ``DROP``, ``from``, ``icmp type 8``, ``dport 53,80``,
-``src 10.0.0.1-10.0.0.5``), or a keyword one typo away.
+``src 10.0.0.1-10.0.0.5``, ``limit 10/second``), or a keyword one typo away.
 
 Every hint is checked against what the parser could take at that place, so a hint never
 suggests a word that would be another error there. Cheap on any input: no hint looks
@@ -15,7 +15,7 @@ from collections.abc import Container
 
 from pfc.frontend.diagnostics import suggest
 from pfc.frontend.firewall.words import V2_KEYWORDS, dash_hint, v2_candidates, word_hint
-from pfc.frontend.text import describe_char, is_plain
+from pfc.frontend.text import describe_char, is_plain, shorten
 
 KEYWORDS = ("define", "set", "file", "default", "to", "drop", "pass", "accept", "count",
             "redirect", "all", "ip", "ip6", "tcp", "udp", "icmp", "icmp6", "src", "dst",
@@ -101,6 +101,17 @@ def range_hint(before: str, after: str) -> str | None:
     items = ", ".join(str(n.network_address) if n.num_addresses == 1 else str(n)
                       for n in nets)
     return f"{general}: `{items}`" if len(nets) == 1 else f"{general}: `{{ {items} }}`"
+
+
+def rate_hint(number: str, before: str, after: str) -> str | None:
+    """``limit 10/second`` → write ``limit rate 10/second``; a bare ``10/second`` is
+    ``rate`` on a ``log`` rule and ``limit rate`` on the others."""
+    unit = re.match(r"\s*/\s*([A-Za-z]+)", after)
+    if unit is None:
+        return None
+    rate = f"rate {shorten(number)}/{shorten(unit.group(1))}"
+    is_log = before.split()[:1] == ["log"] and not _ends(before, "limit")
+    return f"write `{rate}`" if is_log else f"write `limit {rate}`"
 
 
 def char_hint(char: str) -> str | None:

@@ -25,7 +25,15 @@ from pfc.frontend.firewall.parsing import (
     describe_expected,
     is_v2_text,
 )
-from pfc.frontend.hints import KEYWORDS, char_hint, char_message, comma_hint, name_hint, range_hint
+from pfc.frontend.hints import (
+    KEYWORDS,
+    char_hint,
+    char_message,
+    comma_hint,
+    name_hint,
+    range_hint,
+    rate_hint,
+)
 from pfc.frontend.source import BOM, SourceFile, Span
 from pfc.frontend.syntax import (
     Comment,
@@ -222,8 +230,10 @@ def _syntax_diagnostic(exc: lark.exceptions.LarkError, ctx: _Context, base: int,
 def _token_diagnostic(exc: lark.exceptions.UnexpectedToken, ctx: _Context,
                       base: int, end: int) -> Diagnostic:
     tok = exc.token
-    expected = sorted({d for t in exc.expected
-                       if (d := describe_expected(t, ctx.v2, _EXPECTED)) is not None})
+    # RATE alone (after `limit`) is the word `rate`, not any option
+    expected = ["`rate`"] if set(exc.expected) == {"RATE"} else \
+        sorted({d for t in exc.expected
+                if (d := describe_expected(t, ctx.v2, _EXPECTED)) is not None})
     if tok.type in ("_NL", "$END"):
         pos = base + (tok.start_pos if tok.start_pos is not None else 0)
         span = Span(ctx.source.name, pos, pos)
@@ -244,6 +254,8 @@ def _token_diagnostic(exc: lark.exceptions.UnexpectedToken, ctx: _Context,
         hint = comma_hint(before, after)
     elif tok.type == "MINUS":
         hint = range_hint(before, after)
+    elif tok.type == "NUMBER" and "RATE" in exc.expected:
+        hint = rate_hint(str(tok), before, after)
     return error(message, span, hint=hint, code="syntax")
 
 

@@ -1,9 +1,10 @@
 """clang for eBPF: C text → ELF object, with the exact command kept and a cache.
 
-``compile_c(source, stem)`` writes ``STEM.c`` into a fresh directory, runs
-``clang -O2 -g -target bpf -Wall -Werror -I/usr/include/<multiarch> -c STEM.c -o STEM.o``
-there, and returns the object and the command (as a shell line, relative to that
-directory: it is what ran, and what a user re-runs beside the saved ``.c``).
+``compile_c(source, stem)`` writes ``STEM.c`` into a fresh directory, runs ``clang -O2
+-g -target bpf -Wall -Werror -I/usr/include/<multiarch> -c ./STEM.c -o ./STEM.o`` there
+(``./``: a stem may start with ``-``), and returns the object and the command (as a
+shell line, relative to that directory: it is what ran, and what a user re-runs beside
+the saved ``.c``).
 
 Debian keeps ``asm/`` headers (pulled in by ``linux/bpf.h``) under
 ``/usr/include/$(gcc -print-multiarch)``; clang's BPF target does not search there.
@@ -84,10 +85,12 @@ def clang_version() -> str:
 
 
 def command(stem: str) -> list[str]:
-    """The clang argv that turns ``STEM.c`` into ``STEM.o`` in the current directory."""
+    """The clang argv that turns ``STEM.c`` into ``STEM.o`` in the current directory.
+    The names start with ``./``: a stem may start with ``-`` (a policy ``-.pf`` or
+    ``--help.pf``), and clang would read ``-.xdp.c`` as an option."""
     if not _SAFE_STEM.match(stem):
         raise ValueError(f"invalid object name `{stem}`")
-    return [CLANG, *FLAGS, *include_flags(), "-c", f"{stem}.c", "-o", f"{stem}.o"]
+    return [CLANG, *FLAGS, *include_flags(), "-c", f"./{stem}.c", "-o", f"./{stem}.o"]
 
 
 def cache_dir() -> Path | None:

@@ -9,11 +9,11 @@ Inputs come from three generators:
   field given two to four times (the merge of ``pfc.frontend.merge``); and whole
   firewalls (v2: hook blocks, chains, interfaces; ``tests/frontend/firewalls.py``);
 - **mutation**: the examples (whole firewalls too) and ``tests/bad/*.pf`` changed by a
-  few operations
-  (``MUTATIONS``): bit flips, token insert/delete/swap/duplicate, huge numbers, long
-  names, NUL/Unicode/control characters, lone surrogates (text handed over
-  in-process, as an editor can), CRLF, byte-order marks, ``{`` nesting, continuations,
-  line shuffles, truncation. A policy with a ``set`` gets a mutated set file too.
+  few operations (``MUTATIONS``): bit flips, token insert/delete/swap/duplicate, huge
+  numbers (and numbers behind 4,300 leading zeros), long names, NUL/Unicode/control
+  characters, lone surrogates (text handed over in-process, as an editor can), CRLF,
+  byte-order marks, ``{`` nesting, continuations, line shuffles, truncation. A policy
+  with a ``set`` gets a mutated set file too.
 
 Mutations are plain functions of integers (``Op``), so hypothesis draws and shrinks them
 and the benchmark replays them from a seed. Inputs stay small (``MAX_INPUT`` bytes):
@@ -209,7 +209,7 @@ def _dup(data: bytes, a: int, b: int) -> bytes:
 
 def _number(data: bytes, a: int, b: int) -> bytes:
     huge = (b"9" * (4290 + b % 20), b"0x" + b"f" * (b % 4000 + 1), b"1" * (b % 80 + 1),
-            b"0" * (b % 100) + b"53")[a % 4]
+            b"0" * (b % 100) + b"53", b"0" * (4290 + b % 20) + b"1")[a % 5]  # F1: zeros
     numbers = [m for m in re.finditer(rb"(?<![\w.:])(0x[0-9a-fA-F]+|[0-9]+)(?![\w.:])", data)]
     if not numbers:
         return data + b" " + huge

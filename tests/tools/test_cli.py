@@ -836,3 +836,23 @@ def test_status_and_verify_json_carry_the_version(capsys, monkeypatch) -> None:
     assert next(iter(report)) == "version" and report["version"] == 1
     for key in _json_keys(report, set()):
         assert re.search(rf"[`.]{re.escape(key)}`", docs), key
+
+
+# ------------------------------------------------- round 3: internal errors read well
+
+def test_a_clang_failure_reads_as_lines_and_names_the_program_once(
+        capsys, monkeypatch, tmp_path: Path) -> None:
+    """Internal-error notes: clang's output line by line (not `\\x0a`), and no "the
+    generated program for the program"."""
+    from pfc.kernel import toolchain
+
+    def broken(source, stem="prog", use_cache=True):
+        raise toolchain.ToolchainError("clang exited with status 1",
+                                       "clang: error: one\nclang: error: two\n", "clang x")
+
+    monkeypatch.setattr(toolchain, "compile_c", broken)
+    assert main(["compile", EDGE, "--target", "xdp", "-o", str(tmp_path) + "/"]) == 1
+    err = capsys.readouterr().err
+    assert "\\x0a" not in err and "for the program" not in err
+    assert "clang rejected the generated program; this is a pfc bug" in err
+    assert "\n    clang: error: two\n" in err

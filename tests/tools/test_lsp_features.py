@@ -308,7 +308,7 @@ def test_set_file_errors_land_on_the_set_declaration(tmp_path) -> None:
     diag = lsp_diagnostics(analysis, (tmp_path / "p.pf").as_uri())[0]
     assert diag.range == analysis.index.range(
         compile_text(text).module.statements[0].path.span)
-    assert diag.message.startswith("bad.txt:2:1: ")
+    assert diag.message.startswith("line 2 of bad.txt: ")
     assert diag.related_information[0].location.uri == (tmp_path / "bad.txt").as_uri()
     assert diag.related_information[0].location.range.start == types.Position(1, 0)
 
