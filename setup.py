@@ -8,6 +8,7 @@ subpackage cannot be left out (tests/tools/test_install.py imports every module 
 installed wheel).
 """
 
+import setuptools
 from setuptools import find_namespace_packages, setup
 
 ROOTS = {"pfc": "compiler", "pfc.backends": "backends", "pfc.grammar": "grammar",
@@ -22,4 +23,11 @@ def packages() -> list[str]:
     return sorted(found)
 
 
-setup(packages=packages())
+def license_metadata() -> dict[str, str]:
+    """MIT, as a PEP 639 expression where setuptools has them (77 and later: pip's
+    builds), as the old free-text field for older ones (Debian 12's 66: the .deb)."""
+    major = int(setuptools.__version__.split(".")[0])
+    return {"license_expression": "MIT"} if major >= 77 else {"license": "MIT"}
+
+
+setup(packages=packages(), **license_metadata())
