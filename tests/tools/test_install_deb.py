@@ -22,11 +22,13 @@ import os
 import re
 import shutil
 import subprocess
+import sysconfig
 from pathlib import Path
 
 import pytest
 
 from pfc.cli.main import COMMANDS
+from pfc.kernel import toolchain
 from tests.paths import ROOT
 
 CACHE = Path.home() / ".cache" / "pfc" / "install"
@@ -68,6 +70,20 @@ def test_the_man_page_names_every_command():
     section = page.split(".SH COMMANDS\n")[1].split(".SH ")[0]
     named = re.findall(r"^\.B (\w+)$", section, re.M)
     assert named == [c.name for c in COMMANDS]
+
+
+def test_the_include_path_needs_no_gcc(monkeypatch):
+    """The package pulls clang, not gcc: the asm/ headers' directory comes from clang
+    (without it, every eBPF compile in the Debian root failed on <asm/types.h>)."""
+    which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda tool, *a, **k:
+                        None if tool == "gcc" else which(tool, *a, **k))
+    toolchain.multiarch.cache_clear()
+    try:
+        assert toolchain.multiarch() == sysconfig.get_config_var("MULTIARCH")
+        assert f"-I/usr/include/{toolchain.multiarch()}" in toolchain.command("x.xdp")
+    finally:
+        toolchain.multiarch.cache_clear()
 
 
 def test_depends_are_read_from_control():
