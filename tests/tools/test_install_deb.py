@@ -18,6 +18,7 @@ Slow (a cold cache: ~10 minutes of downloads; warm: ~3 minutes of build), so mar
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -144,10 +145,14 @@ def chroot(deb, tmp_path_factory) -> Path:
 
 
 def in_root(root: Path, script: str, cwd: str = "/root") -> subprocess.CompletedProcess:
-    """``script`` in ``root`` as chroot, in a mount namespace of its own with /proc
-    mounted (gone when it exits), Debian's PATH, no environment of the test run."""
+    """``script`` in ``root`` as chroot, with Debian's PATH and nothing of the test
+    run's environment, in mount and PID namespaces of its own: /proc, /sys, /dev and
+    an empty /run are mounted there, and gone with it."""
+    mounts = (f"mount -t sysfs sysfs {root}/sys && mount --rbind /dev {root}/dev && "
+              f"mount -t tmpfs tmpfs {root}/run")
+    inner = f"cd {cwd}\n{script}"
     return sh(["unshare", "--mount", "--pid", "--fork", f"--mount-proc={root}/proc",
-               "chroot", root, "sh", "-ec", f"cd {cwd}\n{script}"],
+               "sh", "-ec", f"{mounts}\nexec chroot {root} sh -ec \"$0\"", inner],
               DEBIAN_FRONTEND="noninteractive")
 
 
@@ -210,6 +215,20 @@ def test_every_module_and_requirement_resolves_in_debian12(chroot):
     assert out.startswith("[] /usr/lib/pfc/vendor/z3/"), out
     assert "/usr/lib/python3/dist-packages/nftables/" in out
     assert (chroot / "root" / "c.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.slow
+@pytest.mark.kernel
+@pytest.mark.timeout(3600)
+@needs_root_and_tools
+def test_verify_in_the_kernel_with_debian12s_libraries(chroot):
+    """Every target run in the kernel from the Debian root: its pyroute2 0.7.2,
+    python3-nftables, scapy 2.5, clang 14 and libbpf 1.1."""
+    shutil.copytree(ROOT / "examples", chroot / "root" / "verify", dirs_exist_ok=True)
+    out = in_root(chroot, "pfc verify verify/edge-drop.pf --frames 200 --format json")
+    rows = json.loads(out.stdout)["files"][0]["targets"]
+    assert {r["target"]: r["status"] for r in rows} == dict.fromkeys(
+        ("cbpf", "socket", "tc", "xdp", "nft", "iptables"), "agree")
 
 
 @pytest.mark.slow
