@@ -8,6 +8,7 @@ holding None for ``nftables`` makes the plain import fail as it does in such a v
 
 from __future__ import annotations
 
+import ast
 import sys
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from pfc.deploy import nft as deploy_nft
 from pfc.deploy.base import LoadError
 from pfc.kernel import nftlib
+from tests.paths import ROOT
 
 
 @pytest.fixture
@@ -80,3 +82,16 @@ def test_load_error_carries_what_was_tried(no_nftables, monkeypatch, tmp_path):
         deploy_nft._nft()
     assert "has no nftables package" in str(caught.value)
     assert caught.value.hint == nftlib.HINT_ABSENT
+
+
+def test_nothing_imports_nftables_but_nftlib():
+    """Every use goes through nftlib.load(), so a venv finds Debian's copy everywhere."""
+    direct = []
+    for folder in (ROOT / "compiler", ROOT / "backends"):
+        for path in folder.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module] if isinstance(node, ast.ImportFrom) else [])
+                if "nftables" in names and path.name != "nftlib.py":
+                    direct.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert direct == []
