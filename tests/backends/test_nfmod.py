@@ -46,7 +46,8 @@ def test_rules_become_c_in_order_with_counters() -> None:
 def test_large_lists_are_binary_searched_tables() -> None:
     ports = ", ".join(str(p) for p in range(1000, 1020, 2))
     artifact, _ = _artifact(f"drop udp dport {{ {ports} }}\n")
-    assert "PFC_IN_RANGES(v0, pfc_ranges0)" in artifact.text
+    assert "pfc_in_ranges(v0, pfc_ranges0, 10)" in artifact.text
+    assert "static_assert(ARRAY_SIZE(pfc_ranges0) == 10);" in artifact.text
     assert lower.merged([(5, 6), (1, 2), (3, 4), (9, 9)]) == [(1, 6), (9, 9)]
 
 
