@@ -34,10 +34,33 @@ def _fail(command: str, exc: loading.LoadError) -> int:
 def _target(value: str) -> str:
     if value in ("socket", "cbpf"):
         raise UsageError(f"target `{value}` is not loaded onto a device; {SOCKET_HINT}")
+    if value in BY_HAND:
+        raise UsageError(f"pfc has no loader for target `{value}` yet: "
+                         f"{BY_HAND[value]()}")
     if value not in loading.TARGETS:
         raise UsageError(f"`pfc load` attaches targets {', '.join(loading.TARGETS)}; "
                          f"not `{value}`")
     return value
+
+
+def _by_hand(what: str, why: str | None) -> str:
+    return what + (f"; this kernel cannot run it: {why}" if why else "")
+
+
+def _nfmod_by_hand() -> str:
+    from pfc.backends.nfmod import kmod
+    return _by_hand("build it with `pfc compile --target nfmod --kernel host -o DIR/` and "
+                    "load it with `insmod DIR/pfc_nf.ko` inside the namespace to filter "
+                    "(docs/nfmod.md)", kmod.modules_unavailable())
+
+
+def _u32_by_hand() -> str:
+    from pfc.backends.nfmod import kmod
+    return _by_hand("load its batch with `tc -batch FILE` (docs/u32.md)",
+                    kmod.u32_unavailable())
+
+
+BY_HAND = {"nfmod": _nfmod_by_hand, "u32": _u32_by_hand}
 
 
 def _dev(value: str) -> str:

@@ -64,3 +64,17 @@ def test_u32_kinds_built_in_as_modules_or_missing(tmp_path: Path) -> None:
 def test_u32_without_a_readable_config_lets_tc_say(tmp_path: Path) -> None:
     proc, sys, boot = _tree(tmp_path)
     assert kmod.u32_unavailable(proc, boot, sys) is None
+
+
+def test_pfc_load_says_how_to_load_by_hand_and_why_not_here(capsys) -> None:
+    from pfc.cli.main import main
+    from tests.paths import ROOT
+
+    policy = str(ROOT / "examples" / "ddos-drop-all.pf")
+    for target, how, why in (("nfmod", "insmod DIR/pfc_nf.ko", kmod.modules_unavailable()),
+                             ("u32", "tc -batch FILE", kmod.u32_unavailable())):
+        assert main(["load", policy, "--target", target, "--dev", "lo"]) == 2
+        err = capsys.readouterr().err
+        assert f"pfc has no loader for target `{target}` yet" in err and how in err, err
+        assert (f"this kernel cannot run it: {why}" in err) if why else \
+            "cannot run it" not in err
