@@ -8,7 +8,6 @@ import pytest
 
 from tests.paths import ROOT
 
-
 # Test files that touch nothing shared on this host (QEMU guests of the kernel lab,
 # install roots and venvs, BPF_PROG_TEST_RUN only): scripts/test runs them as a second
 # lane beside the rest (``-m side`` / ``-m "not side"``), so a full run uses both cores.
