@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from pfc.deploy.sets import Change as SetChange
     from pfc.prove.diff import Result as DiffResult
     from pfc.verifier.run import TargetResult
+    from pfc.verifier.whole import FirewallResult
 
 PolicyInput = str | os.PathLike | Compiled
 
@@ -150,24 +151,35 @@ def run(policy: PolicyInput | ir.Policy,
 
 
 def verify(policy: PolicyInput, targets: Iterable[str] | None = None, *,
-           frames: int = 2000, seed: int = 0, pcap_dir: str | os.PathLike | None = None,
+           frames: int | None = None, seed: int = 0,
+           pcap_dir: str | os.PathLike | None = None,
            progress: Callable[[str], None] | None = None,
-           pcap: str | os.PathLike | Iterable[bytes] | None = None) -> list[TargetResult]:
+           pcap: str | os.PathLike | Iterable[bytes] | None = None
+           ) -> list[TargetResult] | list[FirewallResult]:
     """``pfc verify``: each target (default: every target; ``TARGET:HOOK`` for one hook)
     compiled and run in the kernel on the frames of ``pcap`` (a capture file, or raw
     Ethernet frames; pfc.oracle.pcap reads Linux cooked and raw IP captures too)
-    followed by ``frames`` generated frames (``frames=0``: the capture only), compared
-    with the interpreter. A target named in ``targets`` that cannot express the policy
-    fails; with the default, it is reported as ``not-expressible``. Without privileges
-    each target is compiled only (``status == "compiled-only"``). ``progress(target)``
-    is called as each target starts; a failing frame is written to a pcap in
-    ``pcap_dir`` (default ``./pfc-verify``). ValueError when there are no frames at
-    all; PcapError for a capture that cannot be read."""
+    followed by ``frames`` generated frames (default 2000; ``frames=0``: the capture
+    only), compared with the interpreter. A target named in ``targets`` that cannot
+    express the policy fails; with the default, it is reported as ``not-expressible``.
+    Without privileges each target is compiled only (``status == "compiled-only"``).
+    ``progress(target)`` is called as each target starts; a failing frame is written to
+    a pcap in ``pcap_dir`` (default ``./pfc-verify``). ValueError when there are no
+    frames at all; PcapError for a capture that cannot be read.
+
+    A whole firewall (v2) goes to :func:`verify_firewall` (``targets``: its lists)."""
     from pfc.verifier.run import Request
     from pfc.verifier.run import verify as verify_all
 
     compiled = front(policy)
+    if compiled.ruleset is not None:
+        if pcap is not None:
+            raise ValueError("a whole firewall is verified on traffic built for its host; "
+                             "a capture goes through `pfc run --iif`")
+        return verify_firewall(compiled, targets or (), packets=frames or 300, seed=seed,
+                               progress=progress)
     compiled.require()
+    frames = 2000 if frames is None else frames
     explicit = targets is not None
     chosen = list(targets) if explicit else [t for t in backends.registry() if t != "ir"]
     user = _frames_of(pcap)
@@ -176,6 +188,29 @@ def verify(policy: PolicyInput, targets: Iterable[str] | None = None, *,
     request = Request(compiled, compiled.source.name, chosen, explicit, frames, seed,
                       Path(pcap_dir) if pcap_dir else Path("pfc-verify"), user_frames=user)
     return verify_all(request, progress or (lambda _: None))
+
+
+def verify_firewall(policy: PolicyInput, targets: Iterable[str] = (), *,
+                    packets: int = 300, seed: int = 0,
+                    progress: Callable[[str], None] | None = None,
+                    tick: Callable[[int], None] | None = None) -> list[FirewallResult]:
+    """``pfc verify`` of a whole firewall (docs/verify.md "Whole firewalls"): for each
+    of ``targets`` (a list as ``pfc compile --target`` takes it, ``"xdp,nft"``; default
+    ``nft``) the blocks compiled, loaded into a throw-away host built from the file's
+    ``interface`` lines, and ``packets`` generated packets (plus conversations across
+    the host) compared with the path interpreter's prediction, packet by packet.
+    ``progress(targets)`` is called as each list starts, ``tick(n)`` after each packet.
+    CompileError for a policy with errors or that is not a whole firewall."""
+    from pfc.verifier.whole import assignments, verify_file
+
+    compiled = front(policy)
+    ruleset = compiled.require_ruleset()
+    out = []
+    for chosen in assignments(list(targets)):
+        (progress or (lambda _: None))(",".join(chosen))
+        out.append(verify_file(ruleset, chosen, n=packets, seed=seed,
+                               tick=tick or (lambda _: None)))
+    return out
 
 
 def _frames_of(pcap: str | os.PathLike | Iterable[bytes] | None) -> list[bytes]:

@@ -68,15 +68,16 @@ class Report:
 
 # ------------------------------------------------------------------------ verifying
 
-def verify_ruleset(ruleset: Ruleset, target: str, n: int = 300, seed: int = 0,
+def verify_ruleset(ruleset: Ruleset, target: str | list[str], n: int = 300, seed: int = 0,
                    tick: Callable[[int], None] = lambda _: None) -> Report:
-    """Compile ``ruleset`` for ``target`` (nft or iptables), load it in a host lab and
-    compare every item's fate with the walker's."""
+    """Compile ``ruleset`` for ``target`` (nft or iptables, or a list of them as
+    ``pfc compile --target`` takes it: each block to the first that carries it), load
+    it in a host lab and compare every item's fate with the walker's."""
     ruleset = slowed(ruleset)
     artifacts = _compiled(ruleset, target)
     host = host_of(ruleset)
     items = traffic(ruleset, host, n, seed) + conversations(host, ruleset, seed)
-    report = Report(target)
+    report = Report(target if isinstance(target, str) else ",".join(target))
     runs = _drive(host, lambda lab: _load(lab, artifacts), Walker(ruleset, host), items, tick)
     for number, (item, journey, seen) in enumerate(runs):
         found = compare(number, journey, seen.captured, seen.delivered, host)
@@ -108,8 +109,8 @@ def against(ruleset: Ruleset, target: str, load_other: Callable[[], None],
     return report
 
 
-def _compiled(ruleset: Ruleset, target: str):
-    artifacts, diags = build_ruleset(ruleset, [target])
+def _compiled(ruleset: Ruleset, target: str | list[str]):
+    artifacts, diags = build_ruleset(ruleset, [target] if isinstance(target, str) else target)
     if diags:
         raise ValueError("; ".join(d.message for d in diags))
     return artifacts
