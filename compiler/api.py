@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from pfc.deploy.load import Result, Status
     from pfc.deploy.preview import Preview
     from pfc.deploy.sets import Change as SetChange
+    from pfc.oracle.path.walk import Journey
     from pfc.prove.diff import Result as DiffResult
     from pfc.verifier.run import TargetResult
     from pfc.verifier.whole import FirewallResult
@@ -150,6 +151,36 @@ def run(policy: PolicyInput | ir.Policy,
     return interp.run(checked, frames, times=times, outgoing=set(outgoing))
 
 
+def walk(policy: PolicyInput, frames: Iterable[bytes] | str | os.PathLike, iif: str,
+         times: Iterable[int] | None = None, outgoing: Iterable[int] = ()) -> list[Journey]:
+    """``pfc run`` of a whole firewall: every frame (raw Ethernet bytes, or a pcap
+    file) through the path interpreter (docs/semantics.md "The path of a packet") as
+    received on interface ``iif`` of the file's host, in order, one host over time
+    (conntrack, NAT bindings, rate buckets carry over; ``times`` in ns). The frames at
+    positions ``outgoing`` are sent by the host instead (from their IP header). One
+    :class:`~pfc.oracle.path.walk.Journey` per frame: the blocks that judged it, its
+    fate, the packet as it left, the replies ``reject`` sent. CompileError for a
+    policy with errors or that is not a whole firewall; ValueError for an ``iif``
+    the host has not."""
+    from pfc.oracle.path.walk import Walker
+
+    ruleset = front(policy).require_ruleset()
+    walker = Walker(ruleset)
+    if walker.host.port(iif) is None:
+        names = ", ".join(p.name for p in walker.host.ports)
+        raise ValueError(f"the firewall's host has no interface `{iif}` (it has {names})")
+    if isinstance(frames, str | os.PathLike):
+        from pfc.oracle.pcap import read_capture
+
+        capture = read_capture(frames)
+        frames, times, outgoing = capture.frames, capture.times, capture.outgoing
+    frames = list(frames)
+    times = list(times) if times is not None else [0] * len(frames)
+    sent = set(outgoing)
+    return [walker.send(f[14:], t) if n in sent else walker.receive(f, iif, t)
+            for n, (f, t) in enumerate(zip(frames, times, strict=True))]
+
+
 def verify(policy: PolicyInput, targets: Iterable[str] | None = None, *,
            frames: int | None = None, seed: int = 0,
            pcap_dir: str | os.PathLike | None = None,
@@ -235,6 +266,28 @@ def load(policy: PolicyInput, target: str, dev: str, *, netns: str | None = None
     compiled = front(policy)
     artifact = compile(compiled, target, hook=hook, dev=dev, table=table, audit=audit)
     return load_compiled(compiled, target, dev, netns, force, mode, hook, table, artifact)
+
+
+def load_firewall(policy: PolicyInput, targets: str | Iterable[str] = "nft", *,
+                  netns: str | None = None, force: bool = False, mode: str | None = None,
+                  table: str = "pfc", audit: bool = False) -> Result:
+    """``pfc load`` of a whole firewall (docs/load.md "Whole firewalls"): each block to
+    the first of ``targets`` (``"xdp,nft"`` or a list; nft, iptables, xdp, tc) that
+    carries it, every part loaded in namespace ``netns`` or none, replacing pfc's
+    previous firewall there. ``pfc.unload("firewall", ":firewall")`` or
+    :func:`unload_firewall` removes it. CompileError, LoadError as for :func:`load`."""
+    from pfc.deploy.firewall.commit import load_compiled as load_ruleset
+
+    chosen = targets.split(",") if isinstance(targets, str) else list(targets)
+    return load_ruleset(front(policy), [t.strip() for t in chosen], netns, force, mode,
+                        table, audit)
+
+
+def unload_firewall(netns: str | None = None, force: bool = False) -> Result:
+    """``pfc unload`` of the namespace's whole firewall: every part; idempotent."""
+    from pfc.deploy.firewall.commit import unload as unload_ruleset
+
+    return unload_ruleset(netns, force)
 
 
 @dataclass
