@@ -24,6 +24,10 @@ def interface(args: argparse.Namespace, ruleset) -> str:
         return args.iif
     if len(names) == 1:
         return names[0]
+    if not names:
+        raise UsageError(f"`{shown(args.file)}` is a whole firewall whose host has no "
+                         "interface besides lo: --iif lo, or describe one (`interface "
+                         "eth0 address ...`)")
     raise UsageError(f"`{shown(args.file)}` is a whole firewall with interfaces "
                      f"{', '.join(names)}: --iif DEV names the one the frames arrive on")
 
