@@ -146,11 +146,15 @@ def _block_files(artifact: Artifact, block: ir.Policy) -> Artifact:
     """The artifact of one block, its files named ``STEM.BLOCK.EXT`` (``host.input.nft``)
     instead of ``STEM.TARGET.EXT``, so that every block of a file has its own."""
     label = block_label(block)
-    files = {}
+    files, renamed = {}, {}
     for name, data in artifact.files.items():
         stem, dot, rest = name.partition(f".{artifact.target}.")
-        files[f"{stem}.{label}.{rest}" if dot else f"{label}.{name}"] = data
+        renamed[name] = f"{stem}.{label}.{rest}" if dot else f"{label}.{name}"
+        files[renamed[name]] = data
     artifact.files = files
+    for key, value in artifact.meta.items():  # the names meta gives (maps_file)
+        if isinstance(value, str) and value in renamed:
+            artifact.meta[key] = renamed[value]
     return artifact
 
 

@@ -1,0 +1,143 @@
+"""`pfc load`, `status`, `unload` and `apply` of a whole firewall (v2) through the
+command line, in a namespace whose devices carry the file's names: every part or none
+(an eBPF part that fails after the nft part committed puts the nft part back), the
+usage errors of the new forms, the exit codes."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pfc.cli.main import main
+from pfc.deploy.base import LoadError, in_netns
+from pfc.deploy.firewall import ebpf
+from pfc.frontend.pipeline import compile_path
+from pfc.kernel import hostlab
+from pfc.kernel.netns import missing_privileges
+from pfc.oracle.path.host import host_of
+from tests.paths import ROOT
+
+ROUTER = str(ROOT / "examples" / "home-router.pf")
+HOST = str(ROOT / "examples" / "host-firewall.pf")
+EDGE = str(ROOT / "examples" / "ddos-edge.pf")
+
+
+def kernel(test):
+    return pytest.mark.kernel(pytest.mark.skipif(
+        missing_privileges() is not None, reason=str(missing_privileges()))(test))
+
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("PFC_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("PFC_LIB_DIR", str(tmp_path / "lib"))
+
+
+@pytest.fixture
+def ns():
+    """A namespace with eth0 and eth1 (the home router's devices)."""
+    host = host_of(compile_path(ROUTER).ruleset)
+    with hostlab.host_lab(host, observe=False) as lab:
+        yield lab.host_ns
+
+
+def _tables(ns: str) -> str:
+    with in_netns(ns):
+        nft = subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True)
+        ipt = subprocess.run(["iptables-save"], capture_output=True, text=True)
+    text = nft.stdout + "\n".join(ln for ln in ipt.stdout.splitlines()
+                                  if not ln.startswith("#"))
+    return re.sub(r"\[\d+:\d+\]|packets \d+ bytes \d+", "", text)  # counters
+
+
+def _status(capsys, ns: str) -> list[dict]:
+    assert main(["status", "--netns", ns, "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)["loaded"]
+
+
+@pytest.mark.parametrize("args, message", [
+    ([ROUTER, "--target", "nft", "--dev", "eth0"], "--dev is for one rule list"),
+    ([ROUTER, "--target", "nft", "--hook", "input"], "--hook is for one rule list"),
+    ([ROUTER, "--target", "nft,socket"], "not `socket`"),
+    ([ROUTER, "--target", "nft", "--dry-run"], "--dry-run is for one rule list"),
+    ([ROUTER, "--target", "nft", "--mode", "native"], "--mode applies to --target xdp"),
+    ([str(ROOT / "examples" / "edge-drop.pf"), "--target", "nft"], "--dev DEV names"),
+    ([str(ROOT / "examples" / "edge-drop.pf"), "--target", "xdp,nft", "--dev", "eth0"],
+     "a list of targets is for whole firewalls"),
+])
+def test_usage_errors_exit_2(capsys, args, message):
+    assert main(["load", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_block_no_target_carries_exit_1(capsys):
+    assert main(["load", EDGE, "--target", "iptables", "--netns", "nosuch"]) == 1
+    assert "no target of iptables carries the `ingress` block" in capsys.readouterr().err
+
+
+@kernel
+@pytest.mark.parametrize("target", ["nft", "iptables"])
+def test_load_status_unload(capsys, ns, target):
+    clean = _tables(ns)
+    assert main(["load", ROUTER, "--target", target, "--netns", ns]) == 0
+    assert f"as the firewall of namespace {ns} ({target})" in capsys.readouterr().out
+    [entry] = _status(capsys, ns)
+    assert (entry["target"], entry["health"]) == ("firewall", "ok")
+    assert {r["block"] for r in entry["rules"]} == {
+        "nat prerouting", "input", "forward", "nat postrouting"}
+    assert "masquerade" in _tables(ns).lower()
+    assert main(["unload", "--target", target, "--netns", ns]) == 0
+    assert "removed" in capsys.readouterr().out or target == "nft"
+    assert _tables(ns) == clean and _status(capsys, ns) == []
+
+
+@kernel
+def test_a_part_that_fails_leaves_the_previous_firewall(capsys, ns, monkeypatch):
+    """ddos-edge as xdp,nft over the host firewall on nft: the nft part commits, then
+    the XDP part fails: the nft part is put back, the previous firewall is in force."""
+    assert main(["load", HOST, "--target", "nft", "--netns", ns]) == 0
+    before = _tables(ns)
+    capsys.readouterr()
+
+    real = ebpf.attach
+
+    def refused(part, txn):
+        raise LoadError("the XDP attach failed (test)", hint="none")
+    monkeypatch.setattr(ebpf, "attach", refused)
+    assert main(["load", EDGE, "--target", "xdp,nft", "--netns", ns]) == 2
+    assert "the XDP attach failed (test)" in capsys.readouterr().err
+    assert _tables(ns) == before
+    [entry] = _status(capsys, ns)
+    assert entry["policy"].endswith("host-firewall.pf") and entry["health"] == "ok"
+    with in_netns(ns):
+        link = subprocess.run(["ip", "link", "show", "eth0"], capture_output=True,
+                              text=True).stdout
+    assert "xdp" not in link
+    monkeypatch.setattr(ebpf, "attach", real)
+    assert main(["load", EDGE, "--target", "xdp,nft", "--netns", ns]) == 0
+    assert "(nft, xdp:eth0)" in capsys.readouterr().out
+    assert main(["unload", "--target", "xdp", "--netns", ns]) == 0
+    assert "detached XDP program" in capsys.readouterr().out
+
+
+@kernel
+def test_apply_a_config_naming_a_whole_firewall(capsys, ns, tmp_path: Path):
+    conf = tmp_path / "pfc.conf"
+    conf.write_text(f'[[policy]]\nfile = "{ROUTER}"\ntarget = "iptables"\nnetns = "{ns}"\n')
+    assert main(["apply", "--config", str(conf)]) == 0
+    assert "firewall (iptables) (namespace" in capsys.readouterr().out
+    assert main(["apply", "--config", str(conf)]) == 0
+    assert ": unchanged" in capsys.readouterr().out
+    conf.write_text(conf.read_text().replace("iptables", "nft"))
+    assert main(["apply", "--config", str(conf)]) == 0
+    assert ": replaced" in capsys.readouterr().out
+    [entry] = _status(capsys, ns)
+    assert entry["attach"]["targets"] == ["nft"] and entry["health"] == "ok"
+    conf.write_text(conf.read_text().replace('target = "nft"', 'target = "nft"\nhook = "x"'))
+    assert main(["apply", "--config", str(conf)]) == 2
+    assert "`hook` is for one rule list" in capsys.readouterr().err
