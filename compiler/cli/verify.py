@@ -147,8 +147,12 @@ def _verify_kernels(args: argparse.Namespace) -> int:
     if "-" in args.files or args.pcap == "-":
         raise UsageError("--kernel reads policies and captures from files, not `-`")
     out = args.pcap_out or Path("pfc-verify")
-    argv = kernels.verify_args(args.files, ",".join(filter(None, [
-        args.targets, *(args.target or [])])) or "all", args.frames, args.seed, args.pcap, out)
+    argv = kernels.verify_args(args.files, args.targets or "all", args.frames, args.seed,
+                               args.pcap, out)
+    if args.targets is None:  # the guest's own default (a whole firewall's is nft)
+        at = argv.index("--targets")
+        del argv[at:at + 2]
+    argv += [word for t in args.target or [] for word in ("--target", t)]
     runs = [kernels.run_host(argv, out) if k == kernels.HOST
             else kernels.run(k, args.files, argv, out) for k in chosen]
     if args.format == "json":

@@ -121,3 +121,21 @@ def test_a_wrong_ruleset_disagrees_exit_1(capsys, monkeypatch):
     assert main(["verify", ROUTER, "--frames", "30"]) == 1
     out = capsys.readouterr().out
     assert "DISAGREE" in out and "difference" in out and "0a000003" in out
+
+
+def test_kernel_runs_pass_the_target_lists_on(capsys, monkeypatch):
+    """`--kernel host`: the guest's pfc verify gets each --target list as given, and no
+    --targets when none was given (a whole firewall's default is nft, not `all`)."""
+    from pfc.verifier import kernels
+    seen = []
+
+    class Run:
+        ok, error, returncode = True, None, 0
+
+        def to_json(self):
+            return {}
+    monkeypatch.setattr(kernels, "run_host", lambda argv, out: seen.append(argv) or Run())
+    main(["verify", ROUTER, "--kernel", "host", "--target", "xdp,nft", "--format", "json"])
+    main(["verify", ROUTER, "--kernel", "host", "--targets", "all", "--format", "json"])
+    assert "--targets" not in seen[0] and seen[0][-2:] == ["--target", "xdp,nft"]
+    assert seen[1][seen[1].index("--targets") + 1] == "all"
