@@ -231,9 +231,39 @@ def _load_here(artifacts) -> None:
             _nft(artifact.text)
         elif artifact.target == "iptables":
             _iptables(artifact)
+        elif artifact.target in EBPF:
+            _ebpf(artifact)
         else:
-            raise ValueError(f"`pfc verify` of a whole firewall runs nft and iptables "
-                             f"artifacts, not {artifact.target}")
+            raise ValueError(f"`pfc verify` of a whole firewall runs nft, iptables, xdp "
+                             f"and tc artifacts, not {artifact.target}")
+
+
+EBPF = ("xdp", "tc")  # an ``ingress`` block's program, attached to each of its devices
+TC_HANDLE, TC_PRIORITY = 0x7066, 1  # pfc.deploy.tc's
+
+
+def _ebpf(artifact) -> None:
+    """An ``ingress`` block's XDP or tc program, maps filled, on each of the block's
+    devices in the current namespace (XDP: the kernel's mode, native on a veth; tc:
+    clsact ingress), as ``pfc load`` attaches it; the device keeps it until the lab
+    goes."""
+    import socket
+
+    from pfc.backends.ebpf import maps
+    from pfc.kernel import bpf_attach
+
+    obj = maps.open_filled(artifact)
+    try:
+        prog = next(iter(obj.programs.values()))
+        for dev in artifact.policy.hook.devices:
+            index = socket.if_nametoindex(dev)
+            if artifact.target == "xdp":
+                bpf_attach.xdp_attach(index, prog.fd, None)
+            else:
+                bpf_attach.tc_hook_create(index)
+                bpf_attach.tc_attach(index, prog.fd, TC_HANDLE, TC_PRIORITY, False)
+    finally:
+        obj.close()
 
 
 def _nft(text: str) -> None:
@@ -288,7 +318,7 @@ def compare(number: int, journey: Journey, captured: dict[str, list[bytes]],
             out.append(Difference(number, f"out of {port} ({where})",
                                   _hex(want_out.get(port, [])),
                                   _hex(captured.get(port, []))))
-    got_in = [p for p in delivered if p in want_in or not _noise(bytes(14) + p)]
+    got_in = [p for p in delivered if p in want_in or not _noise(_framed(p))]
     if got_in != want_in:
         out.append(Difference(number, f"delivered ({where})", _hex(want_in),
                               _hex(delivered)))

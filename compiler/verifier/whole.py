@@ -6,7 +6,8 @@ the CLI and the library print (docs/verify.md "Whole firewalls").
 A result's ``status`` is v1's (``pfc.verifier.run.TargetResult``): ``agree``,
 ``disagree``, ``not-expressible`` (a block no target of the list carries, a rule the
 carrying target cannot express), ``compiled-only`` (no kernel run: privileges, or a
-part the host lab does not load yet: XDP and tc programs).
+part the host lab does not load yet: an eBPF program of another block than ``ingress
+DEV``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pfc.frontend.source import SourceFile
 from pfc.kernel.netns import missing_privileges
 from pfc.verifier.firewall import Report, verify_ruleset
 
-RUNS = ("nft", "iptables")  # the parts the host lab loads
+RUNS = ("nft", "iptables", "xdp", "tc")  # the parts the host lab loads
 DEFAULT = ("nft",)
 
 
@@ -63,11 +64,14 @@ def verify_file(ruleset: Ruleset, targets: list[str], n: int = 300, seed: int = 
     artifacts, diags = build_ruleset(ruleset, targets)
     if diags:
         return FirewallResult(targets, "not-expressible", diagnostics=diags)
-    others = sorted({a.target for a in artifacts} - set(RUNS))
+    others = sorted({a.target for a in artifacts} - set(RUNS)) + sorted(
+        f"{a.target} {a.policy.hook.name}" for a in artifacts
+        if a.target in ("xdp", "tc") and (a.policy.hook is None or a.policy.hook.name !=
+                                          "ingress" or not a.policy.hook.devices))
     if others:
         return FirewallResult(targets, "compiled-only", reason=(
-            f"the host lab loads the nft and iptables parts of a whole firewall, not "
-            f"{', '.join(others)} programs yet"))
+            f"the host lab loads nft and iptables parts and ingress programs on named "
+            f"devices, not {', '.join(others)} yet"))
     lacking = missing_privileges()
     if lacking is not None:
         return FirewallResult(targets, "compiled-only", reason=lacking)

@@ -68,11 +68,44 @@ def test_a_diagnostic_in_text_has_its_caret(capsys):
 
 
 def test_parts_the_lab_does_not_load_are_compiled_only(capsys):
-    code, report = _json(capsys, EDGE, "--target", "xdp,nft")
+    code, report = _json(capsys, EDGE, "--target", "socket,nft")
     [row] = report["files"][0]["targets"]
     assert code == 2 and row["status"] == "compiled-only"
-    assert "not xdp programs" in row["reason"]
+    assert "not socket" in row["reason"]
     assert "nothing verified" in ERR[0]
+
+
+DECIDING_INGRESS = """\
+interface eth0 address 192.0.2.10/24 gateway 192.0.2.1
+
+ingress eth0 {
+    drop tcp
+}
+
+input {
+    default drop
+    pass tcp
+    pass udp
+}
+"""
+
+
+@kernel
+def test_ingress_programs_are_attached_and_judged(capsys, tmp_path: Path, monkeypatch):
+    """xdp,nft and tc,nft: the ingress block's program on eth0 of the lab, the rest in
+    nft; every TCP opener is dropped at ingress. Left unattached, verify must see the
+    openers delivered (which it did not, before delivered packets were compared)."""
+    path = tmp_path / "edge.pf"
+    path.write_text(DECIDING_INGRESS)
+    code, report = _json(capsys, str(path), "--target", "xdp,nft", "--target", "tc,nft",
+                         "--frames", "30")
+    assert code == 0, report
+    assert [r["status"] for r in report["files"][0]["targets"]] == ["agree", "agree"]
+    monkeypatch.setattr(fwv, "_ebpf", lambda artifact: None)
+    code, report = _json(capsys, str(path), "--target", "xdp,nft", "--frames", "30")
+    [row] = report["files"][0]["targets"]
+    assert code == 1 and row["status"] == "disagree"
+    assert row["differences"][0]["what"].startswith("delivered (dropped at ingress)")
 
 
 def test_without_privileges_nothing_runs_exit_2(capsys, monkeypatch):
