@@ -141,3 +141,22 @@ def test_apply_a_config_naming_a_whole_firewall(capsys, ns, tmp_path: Path):
     conf.write_text(conf.read_text().replace('target = "nft"', 'target = "nft"\nhook = "x"'))
     assert main(["apply", "--config", str(conf)]) == 2
     assert "`hook` is for one rule list" in capsys.readouterr().err
+
+
+@kernel
+def test_apply_falls_back_to_the_last_good_firewall(capsys, ns, tmp_path: Path):
+    """A whole firewall that no longer compiles, with nothing of pfc's in force (after
+    an unload, as at boot): its last good copy is loaded, every part."""
+    fw = tmp_path / "router.pf"
+    fw.write_text(Path(ROUTER).read_text())
+    conf = tmp_path / "pfc.conf"
+    conf.write_text(f'[[policy]]\nfile = "router.pf"\ntarget = "nft"\nnetns = "{ns}"\n')
+    assert main(["apply", "--config", str(conf)]) == 0
+    assert main(["unload", "--target", "nft", "--netns", ns]) == 0
+    fw.write_text(fw.read_text().replace("masquerade oif eth0", "masquerade oif"))
+    capsys.readouterr()
+    assert main(["apply", "--config", str(conf)]) == 1
+    out = capsys.readouterr().out
+    assert "firewall (nft) (namespace" in out and "fell back to the last good copy" in out
+    [entry] = _status(capsys, ns)
+    assert entry["health"] == "ok" and "masquerade" in _tables(ns).lower()
