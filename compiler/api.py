@@ -153,15 +153,11 @@ def run(policy: PolicyInput | ir.Policy,
 
 def walk(policy: PolicyInput, frames: Iterable[bytes] | str | os.PathLike, iif: str,
          times: Iterable[int] | None = None, outgoing: Iterable[int] = ()) -> list[Journey]:
-    """``pfc run`` of a whole firewall: every frame (raw Ethernet bytes, or a pcap
-    file) through the path interpreter (docs/semantics.md "The path of a packet") as
-    received on interface ``iif`` of the file's host, in order, one host over time
-    (conntrack, NAT bindings, rate buckets carry over; ``times`` in ns). The frames at
-    positions ``outgoing`` are sent by the host instead (from their IP header). One
-    :class:`~pfc.oracle.path.walk.Journey` per frame: the blocks that judged it, its
-    fate, the packet as it left, the replies ``reject`` sent. CompileError for a
-    policy with errors or that is not a whole firewall; ValueError for an ``iif``
-    the host has not."""
+    """``pfc run`` of a whole firewall: every frame (bytes, or a pcap file) through the
+    path interpreter (semantics.md "The path of a packet") as received on ``iif``, one
+    host over time (``times`` in ns); those at positions ``outgoing`` sent by the host
+    (from their IP header). One :class:`~pfc.oracle.path.walk.Journey` per frame.
+    CompileError (errors, or not a whole firewall); ValueError for an unknown ``iif``."""
     from pfc.oracle.path.walk import Walker
 
     ruleset = front(policy).require_ruleset()
@@ -227,11 +223,9 @@ def verify_firewall(policy: PolicyInput, targets: Iterable[str] = (), *,
                     tick: Callable[[int], None] | None = None) -> list[FirewallResult]:
     """``pfc verify`` of a whole firewall (docs/verify.md "Whole firewalls"): for each
     of ``targets`` (a list as ``pfc compile --target`` takes it, ``"xdp,nft"``; default
-    ``nft``) the blocks compiled, loaded into a throw-away host built from the file's
-    ``interface`` lines, and ``packets`` generated packets (plus conversations across
-    the host) compared with the path interpreter's prediction, packet by packet.
-    ``progress(targets)`` is called as each list starts, ``tick(n)`` after each packet.
-    CompileError for a policy with errors or that is not a whole firewall."""
+    ``nft``) the parts loaded into a throw-away host built from the file, ``packets``
+    generated packets (and conversations) compared with the path interpreter's.
+    ``progress(list)`` as each list starts, ``tick(n)`` after each packet."""
     from pfc.verifier.whole import assignments, verify_file
 
     compiled = front(policy)
@@ -284,7 +278,7 @@ def load_firewall(policy: PolicyInput, targets: str | Iterable[str] = "nft", *,
 
 
 def unload_firewall(netns: str | None = None, force: bool = False) -> Result:
-    """``pfc unload`` of the namespace's whole firewall: every part; idempotent."""
+    """``pfc unload`` of the namespace's whole firewall, every part (idempotent)."""
     from pfc.deploy.firewall.commit import unload as unload_ruleset
 
     return unload_ruleset(netns, force)
@@ -358,6 +352,21 @@ def dry_run(policy: PolicyInput, target: str, dev: str, *, netns: str | None = N
                   _set_file_changes(old, compiled))
 
 
+def dry_run_firewall(policy: PolicyInput, targets: str | Iterable[str] = "nft", *,
+                     netns: str | None = None, force: bool = False,
+                     mode: str | None = None, table: str = "pfc") -> DryRun:
+    """``pfc load --dry-run`` of a whole firewall: its parts checked by the kernel, its
+    rules compared block by block with the loaded firewall (``BLOCK: rule``)."""
+    from pfc.deploy.firewall import preview
+
+    compiled = front(policy)
+    chosen = targets.split(",") if isinstance(targets, str) else list(targets)
+    seen, compared, removed, added, old = preview.dry_run(
+        compiled, [t.strip() for t in chosen], netns, force, mode, table)
+    return DryRun(seen, compared, removed, added, None,
+                  _set_file_changes(old, compiled) if old is not None else None)
+
+
 def apply(config: str | os.PathLike | None = None, *,
           dry_run: bool = False) -> list[Outcome]:
     """``pfc apply``: make the host hold what the config (default ``PFC_CONFIG`` or
@@ -371,6 +380,9 @@ def apply(config: str | os.PathLike | None = None, *,
                                                      else os.fspath(config)))
 
     def preview(compiled: Compiled, e: applying.Entry) -> DryRun:
+        if e.parts:  # a whole firewall
+            return dry_run_firewall(compiled, e.parts, netns=e.netns, force=True,
+                                    mode=e.mode, table=e.table)
         return dry_run_(compiled, e.target, e.dev, netns=e.netns, force=True, mode=e.mode,
                         hook=e.hook, table=e.table)
     return applying.apply(conf, preview if dry_run else None)

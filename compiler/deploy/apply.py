@@ -265,8 +265,7 @@ def apply_entry(e: Entry, dry: DryRun | None = None) -> Outcome:
     action = "loaded" if now.record is None else \
         ("replaced" if now.health == "ok" else "repaired")
     if dry is not None:
-        return Outcome(e.place, action, now.notes, preview=None if e.target == FIREWALL
-                       else dry(compiled, e))
+        return Outcome(e.place, action, now.notes, preview=dry(compiled, e))
     result = _load(compiled, e, now.record is not None)
     journal.point("applied")
     return Outcome(e.place, action, now.notes + result.messages + _keep(e, wanted))

@@ -64,7 +64,6 @@ def _status(capsys, ns: str) -> list[dict]:
     ([ROUTER, "--target", "nft", "--dev", "eth0"], "--dev is for one rule list"),
     ([ROUTER, "--target", "nft", "--hook", "input"], "--hook is for one rule list"),
     ([ROUTER, "--target", "nft,socket"], "not `socket`"),
-    ([ROUTER, "--target", "nft", "--dry-run"], "--dry-run is for one rule list"),
     ([ROUTER, "--target", "nft", "--mode", "native"], "--mode applies to --target xdp"),
     ([str(ROOT / "examples" / "edge-drop.pf"), "--target", "nft"], "--dev DEV names"),
     ([str(ROOT / "examples" / "edge-drop.pf"), "--target", "xdp,nft", "--dev", "eth0"],
@@ -160,3 +159,35 @@ def test_apply_falls_back_to_the_last_good_firewall(capsys, ns, tmp_path: Path):
     assert "firewall (nft) (namespace" in out and "fell back to the last good copy" in out
     [entry] = _status(capsys, ns)
     assert entry["health"] == "ok" and "masquerade" in _tables(ns).lower()
+
+
+@kernel
+def test_dry_run_checks_with_the_kernel_and_changes_nothing(capsys, ns):
+    """Nothing loaded, then over the router: the kernel's checks of every part, the
+    rules removed and added block by block, and the namespace as it was."""
+    clean = _tables(ns)
+    assert main(["load", ROUTER, "--target", "nft", "--netns", ns, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "nft: the kernel accepted the transaction (nft -c" in out
+    assert "the whole policy would be new" in out and _tables(ns) == clean
+    assert main(["load", ROUTER, "--target", "nft", "--netns", ns]) == 0
+    loaded = _tables(ns)
+    capsys.readouterr()
+    assert main(["load", EDGE, "--target", "xdp,nft", "--netns", ns, "--dry-run",
+                 "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["target"] == "firewall" and doc["compared"] == "compared"
+    assert doc["checked"][0].startswith("xdp:eth0: the verifier accepted")
+    assert {"line": 29, "text": "nat postrouting: masquerade oif eth0"} in doc["removed"]
+    assert {"line": 17, "text": "ingress: drop frag"} in doc["added"]
+    assert _tables(ns) == loaded
+    with in_netns(ns):
+        assert "xdp" not in subprocess.run(["ip", "link", "show", "eth0"],
+                                           capture_output=True, text=True).stdout
+    assert main(["load", ROUTER, "--target", "iptables", "--netns", ns, "--dry-run"]) == 0
+    assert "iptables-restore --test accepted generation 1" in capsys.readouterr().out
+    with in_netns(ns):
+        subprocess.run(["nft", "add", "table", "inet", "mine"], check=True)
+    assert main(["load", ROUTER, "--target", "nft", "--netns", ns, "--table", "mine",
+                 "--dry-run"]) == 2
+    assert "exists and pfc did not load it" in capsys.readouterr().err

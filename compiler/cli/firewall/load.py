@@ -31,13 +31,11 @@ def load(args: argparse.Namespace, compiled, fail) -> int:
         if given is not None:
             raise UsageError(f"`{shown(args.file)}` is a whole firewall: each block names "
                              f"its hook and devices; {option} is for one rule list")
-    if args.dry_run:
-        raise UsageError(f"`{shown(args.file)}` is a whole firewall: --dry-run is for one "
-                         "rule list so far (`pfc verify FILE` checks a whole firewall in a "
-                         "throw-away namespace)")
     chosen = targets(args.target)
     if args.mode and "xdp" not in chosen:
         raise UsageError("--mode applies to --target xdp only")
+    if args.dry_run:
+        return _dry_run(args, compiled, chosen, fail)
     try:
         result = api.load_firewall(compiled, chosen, netns=args.netns, force=args.force,
                                    mode=args.mode, table=args.table, audit=args.audit)
@@ -51,4 +49,24 @@ def load(args: argparse.Namespace, compiled, fail) -> int:
     parts = ", ".join(result.record.attach.get("parts", {}))
     print(shown(f"loaded {args.file} as the firewall of namespace {result.record.netns} "
                 f"({parts})"))
+    return 0
+
+
+def _dry_run(args: argparse.Namespace, compiled, chosen: list[str], fail) -> int:
+    import json
+
+    from pfc.cli.apply import dry_run_json, show_dry_run
+
+    try:
+        result = api.dry_run_firewall(compiled, chosen, netns=args.netns, force=args.force,
+                                      mode=args.mode, table=args.table)
+    except CompileError as exc:
+        print_diagnostics(exc.diagnostics, compiled.sources)
+        return 1
+    except loading.LoadError as exc:
+        return fail("load --dry-run", exc)
+    if args.format == "json":
+        print(json.dumps(dry_run_json(result), indent=2))
+    else:
+        show_dry_run(result)
     return 0
