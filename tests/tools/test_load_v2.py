@@ -133,6 +133,10 @@ def test_apply_a_config_naming_a_whole_firewall(capsys, ns, tmp_path: Path):
     assert main(["apply", "--config", str(conf)]) == 0
     assert ": unchanged" in capsys.readouterr().out
     conf.write_text(conf.read_text().replace("iptables", "nft"))
+    assert main(["apply", "--config", str(conf), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "would replace" in out and "nft -c" in out and "rules: none added" in out
+    assert _status(capsys, ns)[0]["attach"]["targets"] == ["iptables"]
     assert main(["apply", "--config", str(conf)]) == 0
     assert ": replaced" in capsys.readouterr().out
     [entry] = _status(capsys, ns)
