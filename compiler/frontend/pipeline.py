@@ -37,7 +37,7 @@ from pfc.frontend.text import describe_char
 # error of a command that takes one rule list and was given a whole firewall.
 COMMAND: ContextVar[str | None] = ContextVar("pfc_command", default=None)
 WHOLE_FIREWALL_COMMANDS = ("`pfc check`, `pfc fmt`, `pfc compile`, `pfc verify`, `pfc run`, "
-                           "`pfc load`, `pfc apply` and the language server")
+                           "`pfc load`, `pfc apply`, `pfc bench` and the language server")
 
 
 @dataclass
