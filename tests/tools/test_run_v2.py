@@ -125,3 +125,19 @@ def test_the_host_sends_no_directed_broadcast():
 def test_a_rule_list_is_still_judged_at_one_hook(capsys, capture):
     assert main(["run", str(ROOT / "examples" / "edge-drop.pf"), capture]) == 0
     assert "default pass" in capsys.readouterr().out
+
+
+def test_outgoing_frames_are_sent_by_the_host(capsys, tmp_path: Path):
+    """A cooked capture (`tcpdump -i any`): the packet the host sent goes through
+    output (and postrouting) and out of eth0; the one it received, through input."""
+    from tests.tools.test_cli import _pcap, _sll
+    s, d = bytes([192, 0, 2, 10]), bytes([198, 51, 100, 7])
+    sent = fb.ipv4(s, d, 6, fb.tcp(s, d, 443, 40000, 0x12, b""))
+    received = fb.ipv4(d, s, 6, fb.tcp(d, s, 40001, 25, 0x02, b""))
+    cap = tmp_path / "any.pcap"
+    cap.write_bytes(_pcap(113, [_sll(4, sent), _sll(0, received)]))
+    assert main(["run", HOST, str(cap), "--format", "json"]) == 0
+    first, second = json.loads(capsys.readouterr().out)["packets"]
+    assert first["outgoing"] and (first["fate"], first["oif"]) == ("sent", "eth0")
+    assert [s["block"] for s in first["steps"]] == ["output"]
+    assert (second["fate"], second["where"]) == ("rejected", "input")
