@@ -281,5 +281,8 @@ VERIFY = Command("verify", "check every target against the reference interpreter
                  "failing one) and the commands to replay it. A target whose default hook\n"
                  "cannot express the policy (ct state) runs at one that can. Needs root for\n"
                  "the kernel runs; without it, targets are only compiled, and a policy on\n"
-                 "which no target ran fails: exit 2 (exit 1 when none can express it).",
+                 "which no target ran fails: exit 2 (exit 1 when none can express it).\n"
+                 "A whole firewall (v2) runs in a throw-away host built from its\n"
+                 "interface lines, each --target list loaded as `pfc load` would, every\n"
+                 "packet compared with the path interpreter (docs/verify.md).",
                  _args, _verify)
