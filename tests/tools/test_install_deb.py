@@ -99,8 +99,12 @@ def test_depends_are_read_from_control():
 
 @pytest.fixture(scope="module")
 def deb(tmp_path_factory) -> Path:
-    """pfc_*.deb, built by dpkg-buildpackage from a copy of the checkout."""
-    base = tmp_path_factory.mktemp("deb")
+    return build_deb(tmp_path_factory.mktemp("deb"))
+
+
+def build_deb(base: Path) -> Path:
+    """pfc_*.deb, built by dpkg-buildpackage from a copy of the checkout in ``base``
+    (also the container image's test: tests/tools/test_fleet_image.py)."""
     src = base / "pfc"
     files = sh(["git", "ls-files", "-co", "--exclude-standard", "-z"], ROOT).stdout
     for rel in filter(None, files.split("\0")):
