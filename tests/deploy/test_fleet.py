@@ -53,7 +53,7 @@ class Fleet:
                      "pfc_state_dir": str(base / h / "run"),
                      "pfc_lib_dir": str(base / h / "lib")} for h, name in self.ns.items()}
         (base / "hosts.yml").write_text(yaml.safe_dump({"pfc": {"hosts": hosts, "vars": {
-            "ansible_connection": "netns", "ansible_python_interpreter": sys.executable,
+            "ansible_connection": "netns", "ansible_python_interpreter": "/usr/bin/python3",
             "pfc_bin": str(PFC_BIN), "pfc_report": str(base / "pfc-fleet")}}}))
 
     @staticmethod

@@ -15,7 +15,6 @@ podman's store, ~100 s after a change of the sources; a cold machine adds the De
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -28,7 +27,13 @@ import yaml
 
 from pfc.deploy.base import effective_caps
 from tests.paths import ROOT
-from tests.tools.test_install_deb import SYSTEM_PATH, build_deb, debian12_root, sh
+from tests.tools.test_install_deb import (
+    SYSTEM_PATH,
+    build_deb,
+    debian12_root,
+    sh,
+    source_digest,
+)
 
 IMAGE = "localhost/pfc:0.1.0"
 MANIFEST = ROOT / "packaging" / "kubernetes" / "pfc.yaml"
@@ -53,17 +58,6 @@ def manifest() -> dict:
 
 def init_container() -> dict:
     return manifest()["spec"]["template"]["spec"]["initContainers"][0]
-
-
-def source_digest() -> str:
-    """Of every file the .deb is built from (names and contents; not the tests)."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout
-    h = hashlib.sha256()
-    for rel in sorted(filter(None, files.split("\0"))):
-        if (ROOT / rel).is_file() and not rel.startswith("tests/"):
-            h.update(rel.encode() + b"\0" + (ROOT / rel).read_bytes() + b"\0")
-    return h.hexdigest()[:16]
 
 
 def podman_conf(where: Path) -> dict:

@@ -102,21 +102,42 @@ def deb(tmp_path_factory) -> Path:
     return build_deb(tmp_path_factory.mktemp("deb"))
 
 
-def build_deb(base: Path) -> Path:
-    """pfc_*.deb, built by dpkg-buildpackage from a copy of the checkout in ``base``
-    (also the container image's test: tests/tools/test_fleet_image.py)."""
-    src = base / "pfc"
+def source_files() -> list[str]:
     files = sh(["git", "ls-files", "-co", "--exclude-standard", "-z"], ROOT).stdout
-    for rel in filter(None, files.split("\0")):
-        if (ROOT / rel).is_file():
-            (src / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, src / rel)
+    return sorted(rel for rel in filter(None, files.split("\0")) if (ROOT / rel).is_file())
+
+
+def source_digest() -> str:
+    """Of every file the .deb is built from, names and contents (not the tests)."""
+    h = hashlib.sha256()
+    for rel in source_files():
+        if not rel.startswith("tests/"):
+            h.update(rel.encode() + b"\0" + (ROOT / rel).read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def build_deb(base: Path) -> Path:
+    """pfc_*.deb, built by dpkg-buildpackage from a copy of the checkout in ``base``;
+    kept in the cache under the sources' digest (the last one only), so this test and
+    the container image's (tests/tools/test_fleet_image.py) build it once."""
+    digest = source_digest()
+    kept = CACHE / f"deb-{digest}"
+    if kept.is_dir() and list(kept.glob("pfc_*.deb")):
+        return next(kept.glob("pfc_*.deb"))
+    src = base / "pfc"
+    for rel in source_files():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, src / rel)
     wheels = CACHE / "deb-wheels"
     sh(["python3", "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
         "--only-binary", ":all:", "-d", wheels, "-r", src / "debian" / "vendor.txt"], base)
     sh(["dpkg-buildpackage", "-us", "-uc", "-b"], src, PFC_WHEELHOUSE=str(wheels))
     built, = base.glob("pfc_*.deb")
-    return built
+    for old in CACHE.glob("deb-*/"):
+        if old.name != "deb-wheels":
+            shutil.rmtree(old)
+    kept.mkdir(parents=True)
+    return Path(shutil.copy2(built, kept))
 
 
 def debian12_root() -> Path:
