@@ -57,17 +57,21 @@ class Fleet:
             "pfc_bin": str(PFC_BIN), "pfc_report": str(base / "pfc-fleet")}}}))
 
     @staticmethod
-    def link(name: str, dev: str) -> None:
-        subprocess.run(["ip", "-n", name, "link", "add", dev, "type", "veth", "peer",
-                        "name", f"p{dev}"], check=True)
-        for d in (dev, f"p{dev}"):
+    def link(name: str, dev: str, kind: str = "veth") -> None:
+        """``dev`` in namespace ``name``: a veth (its peer ``pDEV``), or a bridge (no
+        driver support for native XDP)."""
+        more = ["peer", "name", f"p{dev}"] if kind == "veth" else []
+        subprocess.run(["ip", "-n", name, "link", "add", dev, "type", kind, *more],
+                       check=True)
+        for d in (dev, *more[-1:]):
             subprocess.run(["ip", "-n", name, "link", "set", d, "up"], check=True)
 
-    def release(self, policy: str, devs: tuple[str, ...]) -> Path:
-        """Extra vars: edge.pf (``policy``) loaded by nft on each of ``devs``."""
+    def release(self, policy: str, *places: dict) -> Path:
+        """Extra vars: edge.pf (``policy``) loaded at each of ``places`` (``dev``, and
+        ``target``: nft unless said, one nft table per device)."""
         (self.base / "edge.pf").write_text(policy)
-        tables = [{"file": "edge.pf", "dev": d, "target": "nft", "table": f"pfc_{d}"}
-                  for d in devs]
+        tables = [{"file": "edge.pf", "target": "nft", "table": f"pfc_{p['dev']}"} | p
+                  for p in places]
         path = self.base / "release.yml"
         path.write_text(yaml.safe_dump({
             "pfc_files": [{"src": str(self.base / "edge.pf"), "dest": "edge.pf"}],
@@ -118,7 +122,8 @@ def fleet(tmp_path):
 @pytest.mark.skipif(ROOT_REASON is not None or not PLAYBOOK_BIN.exists(),
                     reason=ROOT_REASON or "ansible-core is not installed (test extras)")
 def test_roll_out_canary_refusal_rollback_and_report(fleet):
-    v1 = fleet.release(V1, ("eth0",))
+    eth0, eth1 = {"dev": "eth0"}, {"dev": "eth1"}
+    v1 = fleet.release(V1, eth0)
     # --check (on the canary): its kernel asked (a dry run), nothing loaded or written
     code, out, recap = fleet.play("site.yml", "-e", f"@{v1}", "--check", "--limit", "h1")
     assert code == 0 and recap["h1"]["changed"] >= 1, out
@@ -133,22 +138,27 @@ def test_roll_out_canary_refusal_rollback_and_report(fleet):
     code, out, recap = fleet.play("site.yml", "-e", f"@{v1}")
     assert code == 0 and all(recap[h]["changed"] == 0 for h in fleet.ns), out
     good_config = fleet.config("h1")
-    # v2 adds eth1, which the canary lacks: it refuses; nobody is changed
-    v2 = fleet.release(V2, ("eth0", "eth1"))
-    code, out, recap = fleet.play("site.yml", "-e", f"@{v2}")
+    # the canary's kernel refuses: eth0's policy changes and eth1 gets native XDP, but
+    # h1's eth1 is a bridge; the verifier accepts the program (the dry run passes), the
+    # driver refuses the attach: eth0's new policy is undone, the run stops there
+    fleet.link(fleet.ns["h1"], "eth1", "bridge")
+    bad = fleet.release(V2, eth0, eth1 | {"target": "xdp", "mode": "native"})
+    code, out, recap = fleet.play("site.yml", "-e", f"@{bad}")
     assert code != 0 and recap["h1"]["failed"] == 1, out
-    assert "h1 refused the release, nothing was changed there" in out
-    assert "device `eth1` does not exist" in out
+    assert "h1: the kernel refused the release" in out
+    assert "does not support native XDP" in out
+    assert "the release applied before was restored" in out
     assert "h2" not in recap and "h3" not in recap  # the next batch never started
     for h in fleet.ns:
         assert fleet.loaded(h) == [("eth0", sha(V1), "ok")] and fleet.config(h) == good_config
-    # the canary and h2 have eth1 now, h3 not: the canary takes v2, then h3 refuses in
-    # the second batch and h2, in the same batch, is left as it was
-    fleet.link(fleet.ns["h1"], "eth1")
+    # v2 adds nft on eth1, which h2 gets now and h3 lacks: the canary takes v2, then h3
+    # refuses in the second batch (its dry run) and h2, in that batch, is left as it was
     fleet.link(fleet.ns["h2"], "eth1")
+    v2 = fleet.release(V2, eth0, eth1)
     code, out, recap = fleet.play("site.yml", "-e", f"@{v2}")
     assert code != 0 and recap["h3"]["failed"] == 1 and recap["h2"]["failed"] == 0, out
-    assert "h3 refused the release" in out and "h1 refused" not in out
+    assert "h3 refused the release, nothing was changed there" in out
+    assert "device `eth1` does not exist" in out and "h1 refused" not in out
     assert fleet.loaded("h1") == [("eth0", sha(V2), "ok"), ("eth1", sha(V2), "ok")]
     for h in ("h2", "h3"):
         assert fleet.loaded(h) == [("eth0", sha(V1), "ok")] and fleet.config(h) == good_config
