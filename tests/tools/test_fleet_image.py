@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,12 +44,16 @@ POLICY = "count udp\ndrop udp dport 1001\n"
 TARGETS = ("nft", "iptables", "xdp", "tc")
 CAP_SYS_RESOURCE = 24
 
+HYBRID_CGROUPS = os.path.ismount("/sys/fs/cgroup/unified")  # v1 controllers + cgroup2
+
 pytestmark = [
     pytest.mark.kernel,
     pytest.mark.skipif(
         os.geteuid() != 0 or any(shutil.which(t, path=SYSTEM_PATH) is None for t in TOOLS),
         reason="needs root and podman with Debian's packaging tools: apt install podman "
-               "mmdebstrap debhelper dh-python pybuild-plugin-pyproject (scripts/setup)")]
+               "mmdebstrap debhelper dh-python pybuild-plugin-pyproject (scripts/setup)"),
+    pytest.mark.skipif(HYBRID_CGROUPS and shutil.which("runc", path=SYSTEM_PATH) is None,
+                       reason="hybrid cgroups, which crun refuses: apt install runc")]
 
 
 def manifest() -> dict:
@@ -68,8 +73,10 @@ def podman_conf(where: Path) -> dict:
     lines = []
     if CAP_SYS_RESOURCE not in effective_caps():
         lines += ["[containers]", 'default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]']
-    if os.path.ismount("/sys/fs/cgroup/unified") and shutil.which("runc", path=SYSTEM_PATH):
+    if HYBRID_CGROUPS:
         lines += ["[engine]", 'runtime = "runc"']
+    if not lines:
+        return {}
     conf = where / "containers.conf"
     conf.write_text("\n".join(lines) + "\n")
     return {"CONTAINERS_CONF": str(conf)}
@@ -139,7 +146,7 @@ class Host:
 
     def host_pfc(self, *args: str) -> subprocess.CompletedProcess:
         """The pfc of this checkout's venv, as installed on a host."""
-        pfc = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "pfc"
+        pfc = Path(sys.executable).with_name("pfc")
         env = os.environ | {"PFC_STATE_DIR": str(self.dirs["run"]),
                             "PFC_LIB_DIR": str(self.dirs["lib"])}
         return subprocess.run(["ip", "netns", "exec", self.name, pfc, *args, "--config",
