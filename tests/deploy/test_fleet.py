@@ -243,3 +243,22 @@ def test_the_manifest_runs_the_built_image_unprivileged():
         assert c["image"] == f"localhost/pfc:{version}"  # packaging/image/build's tag
         assert c["securityContext"]["privileged"] is False
         assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]
+
+
+def test_the_rendered_config_escapes_every_value():
+    """pfc.conf.j2 as Ansible renders it (its to_json is json.dumps): quotes,
+    backslashes, newlines and non-ASCII in a value stay that value in TOML."""
+    import tomllib
+
+    import jinja2
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters["to_json"] = json.dumps
+    template = env.from_string(
+        (ANSIBLE / "roles/pfc/templates/pfc.conf.j2").read_text())
+    odd = 'a"b\\c\nd\u00e9 = "x"'
+    text = template.render(pfc_unlisted="keep", pfc_policies=[
+        {"file": odd, "dev": "eth0", "target": "nft"}])
+    conf = tomllib.loads(text)
+    assert conf == {"unlisted": "keep",
+                    "policy": [{"file": odd, "dev": "eth0", "target": "nft"}]}
