@@ -254,8 +254,9 @@ def test_verify_in_the_kernel_with_debian12s_libraries(chroot):
     shutil.copytree(ROOT / "examples", chroot / "root" / "verify", dirs_exist_ok=True)
     out = in_root(chroot, "pfc verify verify/edge-drop.pf --frames 200 --format json")
     rows = json.loads(out.stdout)["files"][0]["targets"]
-    assert {r["target"]: r["status"] for r in rows} == dict.fromkeys(
-        ("cbpf", "socket", "tc", "xdp", "nft", "iptables"), "agree")
+    kernel = ("cbpf", "socket", "tc", "xdp", "nft", "iptables")  # nfmod, u32: not run
+    assert {r["target"]: r["status"] for r in rows if r["target"] in kernel} == \
+        dict.fromkeys(kernel, "agree")
 
 
 @pytest.mark.slow
