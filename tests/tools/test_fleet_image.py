@@ -7,10 +7,10 @@ ns:/run/netns/NAME``) and must leave the namespace's kernel state as the host-in
 leaves another namespace's.
 
 Cache: the image is kept by podman, labelled with a digest of the checkout's files; it is
-rebuilt (the .deb ~45 s, the image ~20 s) only when they change. The base is imported once
-per Debian root (~70 s). Measured on a busy 2-core machine: ~30 s with the image in
-podman's store, ~100 s after a change of the sources; a cold machine adds the Debian root
-(tests/tools/test_install_deb.py: ~15 minutes).
+rebuilt (the .deb and the image: 56 s at load 6, 135 s at load 16) only when they change;
+the .deb is shared with tests/tools/test_install_deb.py. The base is imported once per
+Debian root (~70 s). The tests themselves: 12 s at load 6. A cold machine adds the Debian
+root (tests/tools/test_install_deb.py: ~15 minutes).
 """
 
 from __future__ import annotations
