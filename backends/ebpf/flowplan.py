@@ -24,7 +24,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pfc.frontend import ir
 
@@ -55,6 +55,7 @@ class BucketPlan:
     split: bool = True  # one bucket per IP version (False: a rule for every frame)
     per: str | None = None  # "src" | "dst": one bucket per address in pfc_per
     rule: int = 0  # the rule's index (pfc_per's key)
+    within: bool = False  # `limit` on a pass rule: it holds within the rate, not over it
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,8 @@ class ProgramFlow:
     snap_max: int = 0  # the largest snap of an event: every record has room for it
     per_entries: int = PER_ENTRIES
     events_bytes: int = EVENTS_BYTES
+    per_over: bool = False  # a `limit ... per` on a drop or reject rule: pfc_over_per
+    per_within: bool = False  # ... on a pass rule: pfc_within_per
 
 
 def prefix_words(prefix: str) -> tuple[int, int, int, int]:
@@ -127,8 +130,9 @@ def rule_flow(rule: ir.Rule, default: ir.Verdict, next_bucket: int) -> RuleFlow 
     elif isinstance(action, ir.Drop) and action.audit:
         flow = RuleFlow(event=audit_event(rule.line), audit=True)
     if rule.limit is not None:
-        flow = RuleFlow(flow.event, bucket(rule.limit.rate, rule, next_bucket,
-                                           rule.limit.per), flow.rate, flow.audit)
+        limit = replace(bucket(rule.limit.rate, rule, next_bucket, rule.limit.per),
+                        within=isinstance(action, ir.Pass))
+        flow = RuleFlow(flow.event, limit, flow.rate, flow.audit)
     return flow if flow != RuleFlow() else None
 
 
@@ -156,9 +160,11 @@ def program_flow(policy: ir.Policy, flows: dict[int, RuleFlow]) -> ProgramFlow |
     if not flows and default is None:
         return None
     buckets = sum(uses_buckets(f) for f in flows.values())
-    per = any(f.limit is not None and f.limit.per for f in flows.values())
+    pers = [f.limit for f in flows.values() if f.limit is not None and f.limit.per]
+    per = bool(pers)
     events = default is not None or any(f.event is not None for f in flows.values())
     snaps = [f.event.snap for f in flows.values() if f.event] + ([default.snap] if default
                                                                 else [])
     return ProgramFlow(buckets, per, events, default, bool(buckets) or per,
-                       max(snaps, default=0))
+                       max(snaps, default=0), per_over=any(not b.within for b in pers),
+                       per_within=any(b.within for b in pers))
