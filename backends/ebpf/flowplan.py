@@ -15,8 +15,9 @@
   no per-CPU share of the rate, no lock (socket filters may not take ``bpf_spin_lock``,
   and LRU hash maps cannot hold one: measured on Linux 6.18).
 - Buckets per rule and IP version live in the array ``pfc_buckets`` (two entries per
-  rule: IPv4, IPv6; one used by a rule matching every frame); ``per src|dst`` buckets
-  in the LRU hash ``pfc_per`` keyed by (rule index, IP version, address).
+  rule: IPv4, IPv6; three for a rule matching every frame: non-IP frames have a bucket
+  of their own, as ``pfc.oracle.flow``'s); ``per src|dst`` buckets in the LRU hash
+  ``pfc_per`` keyed by (rule index, IP version, address).
 - The clock is ``bpf_ktime_get_ns()`` unless the one-entry array ``pfc_clock`` holds a
   non-zero time: tests write each frame's time there before its test run
   (``BPF_PROG_TEST_RUN`` cannot set the clock); nothing else writes it.
@@ -51,8 +52,8 @@ class BucketPlan:
 
     cost: int
     most: int
-    index: int = 0  # pfc_buckets: the IPv4 (or only) entry; +1 for IPv6 when split
-    split: bool = True  # one bucket per IP version (False: a rule for every frame)
+    index: int = 0  # pfc_buckets: the IPv4 entry; +1 for IPv6; +2 non-IP (not split)
+    split: bool = True  # an IP rule (False: a rule for every frame, non-IP ones too)
     per: str | None = None  # "src" | "dst": one bucket per address in pfc_per
     rule: int = 0  # the rule's index (pfc_per's key)
     within: bool = False  # `limit` on a pass rule: it holds within the rate, not over it
@@ -137,10 +138,12 @@ def rule_flow(rule: ir.Rule, default: ir.Verdict, next_bucket: int) -> RuleFlow 
 
 
 def uses_buckets(flow: RuleFlow | None) -> int:
-    """How many ``pfc_buckets`` entries the rule takes (two, or none)."""
+    """How many ``pfc_buckets`` entries the rule takes: IPv4 and IPv6, and non-IP
+    frames for a rule of every frame; none without a bucket of its own."""
     if flow is None:
         return 0
-    return 2 if flow.rate is not None or (flow.limit is not None and not flow.limit.per) else 0
+    held = flow.rate or (flow.limit if flow.limit is not None and not flow.limit.per else None)
+    return 0 if held is None else 2 if held.split else 3
 
 
 def rule_flows(policy: ir.Policy) -> dict[int, RuleFlow]:

@@ -142,7 +142,7 @@ class Ran:
     mark: int
 
 
-SKB_CTX = 48  # struct __sk_buff up to ifindex: mark at 8, ingress_ifindex 36, ifindex 40
+SKB_CTX = 192  # sizeof(struct __sk_buff): mark at 8, ingress_ifindex 36, ifindex 40
 
 
 def context(hook: str, size: int, meta: Meta) -> bytes | None:

@@ -23,7 +23,7 @@ from pfc.frontend import ir
 from pfc.kernel import netns
 from pfc.kernel.observation import Observation
 from pfc.oracle.context import Context
-from pfc.oracle.interp import Outcome, evaluate
+from pfc.oracle.interp import Outcome, evaluate, new_flow
 from pfc.oracle.path.walk import ingress_frame
 from pfc.verifier.equiv import decided_counters, expected_counters
 
@@ -34,7 +34,7 @@ DEVICES = ("eth0", "eth1", "wan0", "wan1", "ppp0")
 
 @dataclass(frozen=True)
 class Shot:
-    """One frame on a device (None: the test run's default, loopback) with a mark."""
+    """One frame on a device (None: loopback, the test runs' default) with a mark."""
 
     frame: bytes
     dev: str | None = None
@@ -47,6 +47,7 @@ class Verdicts:
     problems: list[str] = field(default_factory=list)
     replies: int = 0  # frames a reject answered (expected and got)
     marked: int = 0  # frames whose mark the hook changed
+    held: float = 0.0  # the share of count rules that held on some frame
 
     @property
     def ok(self) -> bool:
@@ -63,14 +64,8 @@ def devices(names: tuple[str, ...] = DEVICES) -> Iterator[dict[str, int]]:
             ipr.link("add", ifname=name, kind="veth", peer=f"x{n}")
             for dev in (name, f"x{n}"):
                 ipr.link("set", index=ipr.link_lookup(ifname=dev)[0], state="up")
-        yield {name: ipr.link_lookup(ifname=name)[0] for name in (*names, "lo")}
-
-
-Run = Callable[[Artifact, list[bytes], list], Observation]
-
-
-def expectation(policy: ir.Policy, view: bytes, skip_tag: bool, ctx: Context) -> Outcome:
-    return evaluate(policy, view, skip_tag=skip_tag, ctx=ctx)
+        peers = tuple(f"x{n}" for n in range(len(names)))
+        yield {name: ipr.link_lookup(ifname=name)[0] for name in (*names, *peers, "lo")}
 
 
 def judge(artifact: Artifact, backend: Backend, shots: list[Shot], index: dict[str, int],
@@ -87,24 +82,33 @@ def judge(artifact: Artifact, backend: Backend, shots: list[Shot], index: dict[s
     seen = [(s, v) for s in shots if (v := see(s.frame)) is not None]
     out = Verdicts(len(seen))
     policy = artifact.policy
+    flow = new_flow(policy)  # a stateful list: one sequence at one instant, from empty
     expected = []
     for shot, v in seen:
-        ctx = Context(oif=shot.dev, mark=shot.mark) if outward else \
-            Context(iif=shot.dev, mark=shot.mark)
-        expected.append(expectation(policy, v, skips(shot.frame, v), ctx))
+        dev = shot.dev or "lo"
+        ctx = Context(oif=dev, mark=shot.mark) if outward else Context(iif=dev, mark=shot.mark)
+        expected.append(evaluate(policy, v, skip_tag=skips(shot.frame, v), ctx=ctx,
+                                 flow=flow, now=0))
     got = run(artifact, [v for _, v in seen],
-              [(index[s.dev] if s.dev else 0, s.mark) for s, _ in seen])
+              [(index[s.dev or "lo"], s.mark) for s, _ in seen])
     for n, ((shot, v), exp) in enumerate(zip(seen, expected, strict=True)):
-        out.problems += _frame_problems(n, v, exp, got)
+        # the reply is built from the frame as received (a removed outer tag is put
+        # back on the way out): the hook's view of ingress_frame's frame
+        reply = ingress_frame(shot.frame, exp.reject) if exp.reject else None
+        reply = see(reply) if reply is not None else None
+        out.problems += _frame_problems(n, v, exp, reply, got)
         out.replies += bool(got.replies and got.replies[n])
         out.marked += exp.mark != shot.mark
-    want = {**expected_counters(policy, expected), **decided_counters(policy, expected)}
+    counts = expected_counters(policy, expected)
+    out.held = sum(1 for p, _ in counts.values() if p) / max(1, len(counts))
+    want = {**counts, **decided_counters(policy, expected)}
     if got.counters is not None and got.counters != want:
         out.problems.append(f"counters: expected {want}, got {got.counters}")
     return out
 
 
-def _frame_problems(n: int, view: bytes, exp: Outcome, got: Observation) -> list[str]:
+def _frame_problems(n: int, view: bytes, exp: Outcome, reply: bytes | None,
+                    got: Observation) -> list[str]:
     where = f"frame {n} ({view.hex()}), rule {exp.rule}"
     problems = []
     if got.verdicts[n] is not exp.verdict:
@@ -114,7 +118,6 @@ def _frame_problems(n: int, view: bytes, exp: Outcome, got: Observation) -> list
         problems.append(f"{where}: bytes out {got.frames_out[n].hex()}, expected "
                         f"{exp.frame.hex()}")
     if got.replies is not None:
-        reply = ingress_frame(view, exp.reject) if exp.reject else None
         if got.replies[n] != reply:
             problems.append(f"{where}: reply {got.replies[n] and got.replies[n].hex()}, "
                             f"expected {reply and reply.hex()}")
