@@ -20,9 +20,9 @@ from pfc.backends.ebpf import backend as ebpf
 from pfc.backends.ebpf import run as ebpf_run
 from pfc.build import build_artifact, build_policy
 from pfc.frontend import ir
+from pfc.frontend.pipeline import compile_text
 from pfc.kernel import netns
 from pfc.oracle import framebuild as fb
-from pfc.frontend.pipeline import compile_text
 from pfc.oracle import gen
 from pfc.verifier.equiv import compare
 from tests.backends import v2gen, v2judge
