@@ -33,7 +33,9 @@ def _check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", action="append", default=[], metavar="T",
                    help="also report what `pfc compile --target T` refuses (the same "
                         "checks, compile's default hook): T, T:HOOK or a comma list "
-                        "(xdp,nft:input); repeatable")
+                        "(xdp,nft:input); repeatable. For a whole firewall a list is one "
+                        "assignment, as compile takes it: blocks none of it carries, rules "
+                        "the carrying target cannot express")
     p.add_argument("--dev", metavar="DEV",
                    help="with --target: the device, as compile's --dev (nft:ingress "
                         "needs one)")
@@ -55,7 +57,9 @@ def _check(args: argparse.Namespace) -> int:
             else:
                 print(f"pfc check: error: {exc}", file=sys.stderr)
             continue
-        diags = api.check(compiled, targets=targets, dev=args.dev)
+        # a whole firewall takes each --target list as one assignment of its blocks
+        diags = api.check(compiled, targets=targets if compiled.ruleset is None
+                          else args.target, dev=args.dev)
         errors |= has_errors(diags)
         if args.format == "json":
             report.append({"file": compiled.source.name, "ok": not has_errors(diags),

@@ -21,7 +21,7 @@ from pfc.cli import output
 from pfc.cli.apply import APPLY
 from pfc.cli.bench import BENCH
 from pfc.cli.check import CHECK, FMT
-from pfc.cli.common import CONTEXT, Command, UsageError
+from pfc.cli.common import CONTEXT, Command, UsageError, print_diagnostics
 from pfc.cli.compile import COMPILE, TARGETS
 from pfc.cli.events.log import LOG
 from pfc.cli.load import LOAD, UNLOAD
@@ -32,7 +32,8 @@ from pfc.cli.run import FRAMES, RUN
 from pfc.cli.set import SET
 from pfc.cli.status import STATUS
 from pfc.cli.verify import VERIFY
-from pfc.frontend.diagnostics import suggest
+from pfc.frontend.diagnostics import CompileError, suggest
+from pfc.frontend.pipeline import COMMAND
 
 # Every command, in `pfc --help` order.
 COMMANDS: tuple[Command, ...] = (CHECK, FMT, COMPILE, RUN, FRAMES, VERIFY, DIFF, PROVE, BENCH,
@@ -177,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     args = parse(argv)
     CONTEXT.reset()
+    COMMAND.set(args.command)  # named when a command that takes one rule list gets a v2 file
     if args.command == "lsp":  # JSON-RPC on stdio: the server owns both streams
         return _boundary(args, lambda: args.handler(args))
     with output.guarded_stdout():
@@ -196,6 +198,9 @@ def _boundary(args: argparse.Namespace, run) -> int:
     except (UsageError, OptionError) as exc:
         _fail(args, str(exc))
         return 2
+    except CompileError as exc:  # a policy the command cannot take (a whole firewall)
+        print_diagnostics(exc.diagnostics, exc.sources)
+        return 1
     except OutputError as exc:
         if exc.closed:  # `pfc ... | head`: the reader has what it wanted
             output.silence_stdout()

@@ -214,13 +214,11 @@ class Checker:
             if match is not None:
                 matches.append(match)
                 fam.constrain_by(match)
-        extra, limit = check_options(node, self.diags)
+        extra, limit = self._options(node)
         action = _with_options(action, extra)
         if limit is not None and limit.per is not None:
             fam.any = False  # `per src` reads an address: IP frames only
-        if isinstance(action, ir.Redirect):
-            fam.constrain_to(action.address.version, node.target.address.span,
-                             "the redirect target")
+        self._target_family(action, node, fam)
         if len(self.diags) > before and any(d.severity == "error" for d in self.diags[before:]):
             return None
         merged, diags = merge_fields(matches, fam.result())
@@ -230,6 +228,15 @@ class Checker:
         line = self.module.source.position(node.span.start)[0]
         return ir.Rule(index, action, fam.result(), proto, merged, node.span,
                        proto_name, line, limit)
+
+    def _options(self, node: RuleNode) -> tuple[dict, ir.Limit | None]:
+        return check_options(node, self.diags)
+
+    def _target_family(self, action: ir.Action | None, node: RuleNode, fam: _Family) -> None:
+        """A target's address fixes the rule's family (``redirect ... to ADDR``)."""
+        if isinstance(action, ir.Redirect):
+            fam.constrain_to(action.address.version, node.target.address.span,
+                             "the redirect target")
 
     def _action(self, node: RuleNode) -> ir.Action | None:
         span = node.action_span
@@ -328,6 +335,9 @@ class Checker:
         return False
 
 
+_ANY_FRAME = frozenset(f for f, info in ir.FIELDS.items() if info.families is ir.Family.ANY)
+
+
 class _Family:
     """The set of IP versions a rule can still match, narrowed match by match."""
 
@@ -339,7 +349,8 @@ class _Family:
         self.diags = diags
 
     def constrain_by(self, match: ir.Match) -> None:
-        self.any = False
+        if match.field not in _ANY_FRAME:
+            self.any = False  # but iif, oif, mark, ether-*: any frame, IP or not
         if isinstance(match, ir.AddrMatch):
             versions = {p.version for p in match.prefixes}
             what = "IPv4" if versions == {4} else "IPv6"

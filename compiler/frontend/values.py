@@ -45,7 +45,7 @@ def atom_error(message: str, atom: Atom, hint: str | None = None,
 
 
 KIND_WORDS = {"addr": "an address", "int": "a number", "range": "a range",
-              "name": "a name", "bytes": "a string"}
+              "name": "a name", "bytes": "a string", "mac": "a MAC address"}
 
 _ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{0,2}|.)", re.S)
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -162,6 +162,8 @@ def literal_atom(value: Value, diags: list[Diagnostic]) -> Atom | None:
     if value.kind == "string":
         data = decode_string(value, diags)
         return Atom("bytes", data, value.span, value.text) if data is not None else None
+    if value.kind == "mac":  # v2: `ether-src aa:bb:cc:dd:ee:ff`
+        return Atom("mac", bytes.fromhex(value.text.replace(":", "")), value.span, value.text)
     return Atom("name", value.text, value.span, value.text)
 
 

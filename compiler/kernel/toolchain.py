@@ -7,7 +7,7 @@ shell line, relative to that directory: it is what ran, and what a user re-runs 
 the saved ``.c``).
 
 Debian keeps ``asm/`` headers (pulled in by ``linux/bpf.h``) under
-``/usr/include/$(gcc -print-multiarch)``; clang's BPF target does not search there.
+``/usr/include/$(clang -print-multiarch)``; clang's BPF target does not search there.
 
 Objects are cached by a hash of (source, command, clang version) under
 ``$XDG_CACHE_HOME/pfc`` (else ``~/.cache/pfc``): the differential tests compile the
@@ -60,12 +60,17 @@ class Compiled:
 
 @cache
 def multiarch() -> str | None:
-    """``gcc -print-multiarch`` (e.g. x86_64-linux-gnu), or None without gcc."""
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        return None
-    out = subprocess.run([gcc, "-print-multiarch"], capture_output=True, text=True)
-    return out.stdout.strip() or None
+    """The multiarch triplet (e.g. x86_64-linux-gnu) as clang says it, else gcc (a
+    Debian host with clang need not have gcc: the Debian package does not pull it),
+    or None."""
+    for tool in (CLANG, "gcc"):
+        path = shutil.which(tool)
+        if path is None:
+            continue
+        out = subprocess.run([path, "-print-multiarch"], capture_output=True, text=True)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
+    return None
 
 
 def include_flags() -> list[str]:
