@@ -133,10 +133,16 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
     classifier = _classifier(policy, hook, options)
     if classifier is not None:
         return emit_classifier(policy, options, classifier)
-    plan = ebpf_plan.program_plan(policy, hook)
+    return emit_plan(policy, options, hook, ebpf_plan.program_plan(policy, hook))
+
+
+def emit_plan(policy: ir.Policy, options: Options, hook: str, plan: ebpf_plan.ProgramPlan,
+              extra: dict | None = None) -> Artifact:
+    """The artifact of a linear program's plan (``extra``: more meta; the netfilter
+    target's hook and priority)."""
     text = render_plan(policy, plan)
     stem = _stem(policy, hook)
-    meta = {"program": PROGRAM[hook], "counters": COUNTERS_MAP,
+    meta = {"program": plan.program, "counters": COUNTERS_MAP,
             "counter_slots": plan.slots.meta(),
             "count_rules": [r.index for r in policy.count_rules]}
     if plan.flow is not None and plan.flow.clock:  # token buckets: run.run, a sequence
@@ -153,7 +159,8 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
         meta["ifaces"] = [list(names) for names in plan.ifaces]
     if plan.egress:
         meta["tc_attach"] = "egress"
-    return _package(policy, options, hook, text, meta, data, notes, check_size=True)
+    return _package(policy, options, hook, text, meta | (extra or {}), data, notes,
+                    check_size=True)
 
 
 def emit_classifier(policy: ir.Policy, options: Options, plan) -> Artifact:
@@ -189,7 +196,8 @@ def _package(policy: ir.Policy, options: Options, hook: str, text: str, meta: di
         built = toolchain.compile_c(text, stem)
     except ToolchainError as exc:
         raise CompileError([_clang_diagnostic(policy, text, exc)]) from exc
-    if check_size and (size := program_insns(built.obj, hook)) > MAX_JUMP:
+    section = "netfilter" if hook.startswith("nf-") else "tc" if hook == "tc-egress" else hook
+    if check_size and (size := program_insns(built.obj, section)) > MAX_JUMP:
         raise CompileError([_too_long(policy, hook, size)])
     meta = meta | {"kernel_needs": kernel_needs(policy, hook, built.obj, kernel)}
     if options.format == "c":

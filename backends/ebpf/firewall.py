@@ -47,6 +47,21 @@ class MetaPlan:
     maximum: int = 0
     off: int = 0  # mac: where the address lies in the frame
     macs: tuple[tuple[int, int], ...] = ()  # mac: (first 4 bytes, last 2), host order
+    names: tuple[tuple[int, int, int, int], ...] = ()  # iface: name_words() per name
+
+
+def name_words(pattern: str) -> tuple[int, int, int, int]:
+    """A device name (or ``eth*`` prefix) as the two little-endian 64-bit words of
+    ``net_device.name`` to compare under two masks: the name's bytes and its NUL (an
+    exact name), or the prefix's bytes alone (``eth*``). For the netfilter programs,
+    which read the device's name at run time (nft's ``iifname``). Names are 1-15 bytes
+    of letters, digits and ``_ . @ -`` (the checker's allow-list)."""
+    prefix = pattern.endswith("*")
+    raw = pattern[:-1].encode("ascii") if prefix else pattern.encode("ascii") + b"\0"
+    value = raw.ljust(16, b"\0")
+    mask = (b"\xff" * len(raw)).ljust(16, b"\0")
+    w = [int.from_bytes(x[i:i + 8], "little") for x in (value, mask) for i in (0, 8)]
+    return w[0], w[1], w[2], w[3]
 
 
 def is_meta(match: ir.Match) -> bool:
@@ -68,7 +83,8 @@ def iface_lists(policy: ir.Policy) -> tuple[tuple[str, ...], ...]:
 
 def meta_plan(m: ir.Match, lists: tuple[tuple[str, ...], ...]) -> MetaPlan:
     if isinstance(m, ir.IfaceMatch):
-        return MetaPlan("iface", m.field, m.negated, bit=lists.index(m.names))
+        return MetaPlan("iface", m.field, m.negated, bit=lists.index(m.names),
+                        names=tuple(name_words(n) for n in m.names))
     if isinstance(m, ir.MacMatch):
         macs = tuple((int.from_bytes(a[:4], "big"), int.from_bytes(a[4:], "big"))
                      for a in m.macs)

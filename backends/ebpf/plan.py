@@ -189,7 +189,7 @@ class RulePlan:
 
 @dataclass
 class ProgramPlan:
-    hook: str  # xdp | tc | socket (tc-egress is tc, egress=True)
+    hook: str  # xdp | tc | socket | nfbpf (tc-egress is tc, egress=True)
     default: str  # drop | pass
     rules: list[RulePlan]
     slots: counters.Slots
@@ -415,10 +415,12 @@ def reach(plan: RulePlan, l2: int) -> int:
     return far
 
 
-def program_plan(policy: ir.Policy, hook: str) -> ProgramPlan:
-    """The program for ``hook``. Every rule and the default count the packets they
-    decide (count rules: those they held on) in ``pfc_counters``; a program with sets
-    (maps filled at load time) also has the ready map and its ``not_ready`` slot."""
+def program_plan(policy: ir.Policy, hook: str, program: str = "") -> ProgramPlan:
+    """The program for ``hook`` (``nfbpf``: a netfilter program, named ``program``).
+    Every rule and the default count the packets they decide (count rules: those they
+    held on) in ``pfc_counters``; a program with sets (maps filled at load time) also
+    has the ready map and its ``not_ready`` slot. A netfilter program reads the
+    devices' names at run time (no ``pfc_ifaces``: ``firewall.name_words``)."""
     flows = flowplan.rule_flows(policy)
     flow = flowplan.program_flow(policy, flows)
     lists = firewall.iface_lists(policy)
@@ -430,9 +432,11 @@ def program_plan(policy: ir.Policy, hook: str) -> ProgramPlan:
               for r in rules for b in r.branches for m in b.l4_matches)
     if hook == "socket" and "redirect" in features:
         raise ValueError("a socket filter cannot rewrite packets (`redirect`)")
-    program, egress = f"pfc_{hook.replace('-', '_')}", hook == "tc-egress"
+    program, egress = program or f"pfc_{hook.replace('-', '_')}", hook == "tc-egress"
     hook = "tc" if egress else hook
-    l2 = 18 if hook == "xdp" else 14  # tc and sockets never see the tag
+    copied = hook in ("socket", "nfbpf")  # read through a copy, not the packet
+    lists = () if hook == "nfbpf" else lists
+    l2 = 18 if hook == "xdp" else 0 if hook == "nfbpf" else 14  # tc, sockets: no tag
     need = max((reach(r, l2) for r in rules), default=l2)
     sets = tuple(m.setmap for r in rules for b in r.branches for m in b.ip_matches
                  if m.setmap is not None)
@@ -440,5 +444,5 @@ def program_plan(policy: ir.Policy, hook: str) -> ProgramPlan:
     rules = [replace(r, slot=slots.rules[r.index]) if r.index in slots.rules else r
              for r in rules]
     return ProgramPlan(hook, policy.default.value, rules, slots, l4_versions, need,
-                       features, far and hook != "socket", sets=sets, flow=flow,
+                       features, far and not copied, sets=sets, flow=flow,
                        ifaces=lists, egress=egress, program=program)

@@ -107,9 +107,32 @@ def tc_refuses(frame: bytes) -> bool:
     return len(frame) < TC_TEST_RUN_MIN.get(frame[12:14], 14)
 
 
+NF_HOOKNUM = {"prerouting": 0, "input": 1, "forward": 2, "output": 3, "postrouting": 4}
+NFPROTO = {b"\x08\x00": (2, 20), b"\x86\xdd": (10, 40)}  # family, its fixed header
+
+
+def nf_test_run(hook: str, prog: bpf.Program, frame: bytes) -> ir.Verdict:
+    """A netfilter program's test run (``bpf_prog_test_run_nf``, the context a
+    ``struct nf_hook_state``: hook number and family): the namespace's loopback is the
+    hook's input and/or output device; every hook but output takes the Ethernet frame
+    (``eth_type_trans``), output the IP packet. The EtherType gives the family."""
+    hooknum = NF_HOOKNUM[hook.removeprefix("nf-").removeprefix("raw-")]
+    pf, header = NFPROTO.get(frame[12:14], (0, 0))
+    if not pf or not 14 + header <= len(frame) <= bpf.MAX_SKB_DATA:
+        raise TestRunRefused(f"{hook}: the test-run interface takes IPv4 and IPv6 packets "
+                             f"only, of at most {bpf.MAX_SKB_DATA} bytes")
+    data = frame[14:] if hooknum == NF_HOOKNUM["output"] else frame
+    retval = prog.test_run(data, ctx=bytes([hooknum, pf]) + bytes(46)).retval
+    if retval not in (0, 1):  # NF_DROP, NF_ACCEPT: the verifier allows no other
+        raise AssertionError(f"{hook} program returned {retval}")
+    return ir.Verdict.PASS if retval else ir.Verdict.DROP
+
+
 def test_run(hook: str, prog: bpf.Program, frame: bytes) -> tuple[ir.Verdict, bytes | None]:
     """One frame through ``BPF_PROG_TEST_RUN``: the verdict and, for XDP and tc, the
     bytes after the run (for a pass)."""
+    if hook.startswith("nf-"):
+        return nf_test_run(hook, prog, frame), None
     limit = bpf.MAX_XDP_DATA if hook == "xdp" else bpf.MAX_SKB_DATA
     data = PSEUDO_LINK + frame if hook == "socket" else frame
     if not bpf.MIN_DATA <= len(data) <= limit or (hook == "tc" and tc_refuses(frame)):
