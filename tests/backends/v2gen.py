@@ -45,10 +45,19 @@ FIELDS = {
                   "icmp-code"),
     "socket": ("iif", "mark", "ether-src", "ether-dst", "ether-type", "vlan-id", "icmp-code"),
 }
+# nfbpf: what a test run of a netfilter program can be given: an output device (the
+# loopback; no input device: test_nfbpf.loopback) and the mark 0. `iif` is judged on
+# real hooks (test_nfbpf_link.py).
+NF_FIELDS = {"prerouting": ("mark", "icmp-code"), "input": ("mark", "icmp-code"),
+             "forward": ("oif", "mark", "icmp-code"),
+             "output": ("oif", "mark", "icmp-code"), "postrouting": ("oif", "mark", "icmp-code")}
+FIELDS |= {f"nf-{raw}{h}": NF_FIELDS[h] for h in NF_FIELDS for raw in ("", "raw-")
+           if not raw or h in ("prerouting", "output")}
 ACTIONS = {"xdp": ("drop", "pass", "reject", "pass-limit"),
            "tc": ("drop", "pass", "reject", "mark", "pass-limit"),
            "tc-egress": ("drop", "pass", "mark", "pass-limit"),
-           "socket": ("drop", "pass", "pass-limit")}
+           "socket": ("drop", "pass", "pass-limit")} | {
+               h: ("drop", "pass", "pass-limit") for h in FIELDS if h.startswith("nf-")}
 
 
 def match(field: str, rng: random.Random, family: ir.Family = ir.Family.ANY) -> ir.Match:
@@ -114,6 +123,8 @@ def shapes(hook: str, default: str, rng: random.Random, terminals: int = 12) -> 
         chosen = tuple(f for f in fields if rng.random() < 0.3)
         out.append(rules.rule(action, chosen, rng, limit))
     name = "egress" if hook == "tc-egress" else "ingress"
+    if hook.startswith("nf-"):  # nf-raw-prerouting: the block `raw prerouting`
+        name = hook.removeprefix("nf-").replace("-", " ")
     return ir.Policy(tuple(out), ir.Verdict(default), hook=ir.Hook(name), source="v2gen.pf")
 
 

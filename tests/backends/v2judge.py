@@ -71,12 +71,15 @@ def devices(names: tuple[str, ...] = DEVICES) -> Iterator[dict[str, int]]:
 def judge(artifact: Artifact, backend: Backend, shots: list[Shot], index: dict[str, int],
           run: Callable[[Artifact, list[bytes], list[tuple[int, int]]], Observation],
           outward: bool = False, view: Callable[[bytes], bytes | None] | None = None,
-          skip_tag: Callable[[bytes, bytes], bool] | None = None) -> Verdicts:
+          skip_tag: Callable[[bytes, bytes], bool] | None = None,
+          context: Callable[[Shot], Context] | None = None) -> Verdicts:
     """Run ``shots`` through the artifact (``run(artifact, views, [(ifindex, mark)])``)
     and compare with the interpreter. ``outward``: the device is the packet's ``oif``
     (egress, output), else its ``iif``. ``view``: what the hook sees of a frame
     (default the backend's); ``skip_tag(frame, view)``: whether the interpreter skips a
-    VLAN tag in the view (default: when the view is the frame, as equiv.compare)."""
+    VLAN tag in the view (default: when the view is the frame, as equiv.compare).
+    ``context``: what the interpreter is told of a shot, instead (a netfilter test
+    run's loopback is the input and the output device of a forwarded packet)."""
     see = view or (lambda f: backend.view(artifact.hook, f))
     skips = skip_tag or (lambda frame, v: v == frame)
     seen = [(s, v) for s in shots if (v := see(s.frame)) is not None]
@@ -87,6 +90,7 @@ def judge(artifact: Artifact, backend: Backend, shots: list[Shot], index: dict[s
     for shot, v in seen:
         dev = shot.dev or "lo"
         ctx = Context(oif=dev, mark=shot.mark) if outward else Context(iif=dev, mark=shot.mark)
+        ctx = context(shot) if context is not None else ctx
         expected.append(evaluate(policy, v, skip_tag=skips(shot.frame, v), ctx=ctx,
                                  flow=flow, now=0))
     got = run(artifact, [v for _, v in seen],
