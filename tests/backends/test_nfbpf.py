@@ -19,7 +19,6 @@ from pfc.backends.ebpf import firewall
 from pfc.backends.ebpf import run as ebpf_run
 from pfc.backends.nfbpf import backend as nfbpf
 from pfc.build import build_artifact, build_policy, build_ruleset
-from pfc.frontend import ir
 from pfc.frontend.pipeline import compile_path, compile_text
 from pfc.kernel import netns
 from pfc.oracle import gen
