@@ -20,6 +20,7 @@ namespace (libbpf opens a netlink socket per call) and on the host's bpffs.
   ``bpf_prog_get_info_by_fd``, added in 1.2): the info structs are read at their
   ``linux/bpf.h`` offsets.
 - per-CPU array reads by fd (``bpf_map_lookup_elem``), for counters of pinned maps.
+- netfilter links (Linux 6.4): ``BPF_LINK_CREATE`` by the bpf syscall (:func:`nf_link`).
 
 Measured on Linux 6.18 (tests/deploy/test_load.py pins them): an XDP attach without REPLACE
 over an attached program fails EBUSY ("XDP program already attached"); REPLACE with
@@ -363,3 +364,32 @@ def mount_bpffs(path: str) -> None:
     if libc.mount(b"bpf", os.fsencode(path), b"bpf", 0, None) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"cannot mount a bpf filesystem on {path}: {os.strerror(err)}")
+
+
+# -------------------------------------------------------------------- netfilter links
+
+BPF_LINK_CREATE, BPF_NETFILTER = 28, 45
+NFPROTO = {4: 2, 6: 10}  # NFPROTO_IPV4, NFPROTO_IPV6
+SYS_BPF = {"x86_64": 321, "aarch64": 280}
+
+
+def nf_link(prog_fd: int, version: int, hooknum: int, priority: int) -> int:
+    """A bpf link of a netfilter program at hook ``hooknum`` (NF_INET_*) and
+    ``priority`` for IP ``version`` in the calling thread's namespace (Linux 6.4):
+    ``BPF_LINK_CREATE`` with the ``netfilter`` attributes, by the bpf syscall (libbpf
+    1.1 has no ``bpf_program__attach_netfilter``). The link's fd: closing it (the last
+    reference) detaches the program."""
+    attr = ctypes.create_string_buffer(64)  # union bpf_attr, link_create; the rest 0
+    fields = (prog_fd, 0, BPF_NETFILTER, 0, NFPROTO[version], hooknum)
+    for at, value in enumerate(fields):
+        attr[at * 4:at * 4 + 4] = value.to_bytes(4, "little")
+    attr[24:28] = priority.to_bytes(4, "little", signed=True)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    fd = libc.syscall(ctypes.c_long(SYS_BPF[os.uname().machine]),
+                      ctypes.c_long(BPF_LINK_CREATE), attr, ctypes.c_ulong(len(attr)))
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise BpfError(err, f"cannot link the netfilter program (hook {hooknum}, priority "
+                            f"{priority}, IPv{version})")
+    return fd
