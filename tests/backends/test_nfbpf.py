@@ -76,6 +76,14 @@ def test_what_a_netfilter_program_cannot_do_is_a_capability_error(rule: str, wha
     assert diags[0].message == f"target `nfbpf` cannot express {what} (rule at line 2)"
 
 
+def test_the_object_needs_linux_6_4():
+    compiled = compile_text("drop udp dport 53\n", "v1.pf")
+    art, _ = build_artifact(compiled, "nfbpf")
+    assert art.meta["kernel_needs"] == {"netfilter": "6.4"}
+    art, diags = build_artifact(compiled, "nfbpf", extra={"kernel": (6, 1)})
+    assert art is None and "(Linux 6.4); kernel 6.1 does not have it" in diags[0].message
+
+
 def test_device_names_compare_their_bytes_and_nul_or_a_prefix():
     exact = firewall.name_words("eth0")
     assert exact == (int.from_bytes(b"eth0", "little"), 0, 0xFF_FFFF_FFFF, 0)
