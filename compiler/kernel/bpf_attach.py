@@ -192,24 +192,29 @@ def tc_hook_destroy(ifindex: int) -> None:
           ctypes.byref(_hook(ifindex, BPF_TC_INGRESS | BPF_TC_EGRESS)))
 
 
+def _point(egress: bool) -> int:
+    return BPF_TC_EGRESS if egress else BPF_TC_INGRESS
+
+
 def tc_attach(ifindex: int, prog_fd: int, handle: int, priority: int,
-              replace: bool) -> int:
-    """Attach at ingress, ``handle``/``priority`` fixed; ``replace`` swaps the program
+              replace: bool, egress: bool = False) -> int:
+    """Attach at ingress (``egress``: at egress, a tc-egress program's
+    ``meta["tc_attach"]``), ``handle``/``priority`` fixed; ``replace`` swaps the program
     of an existing filter in place (``NLM_F_REPLACE``), without it EEXIST if one is
     there. Returns the program id the kernel reports."""
     opts = _opts(handle, priority, prog_fd, BPF_TC_F_REPLACE if replace else 0)
     _call(f"tc attach on ifindex {ifindex}", lib().bpf_tc_attach,
-          ctypes.byref(_hook(ifindex)), ctypes.byref(opts))
+          ctypes.byref(_hook(ifindex, _point(egress))), ctypes.byref(opts))
     return opts.prog_id
 
 
-def tc_query(ifindex: int, handle: int, priority: int) -> int | None:
-    """The program id of the bpf filter at ``handle``/``priority`` on ingress, or None
-    (no clsact qdisc, no such filter)."""
+def tc_query(ifindex: int, handle: int, priority: int, egress: bool = False) -> int | None:
+    """The program id of the bpf filter at ``handle``/``priority`` on ingress (or
+    egress), or None (no clsact qdisc, no such filter)."""
     opts = _opts(handle, priority)
     try:
         _call(f"tc query on ifindex {ifindex}", lib().bpf_tc_query,
-              ctypes.byref(_hook(ifindex)), ctypes.byref(opts))
+              ctypes.byref(_hook(ifindex, _point(egress))), ctypes.byref(opts))
     except BpfError as exc:
         if exc.errno in (errno.ENOENT, errno.EINVAL, errno.ENODEV):
             return None
@@ -217,9 +222,9 @@ def tc_query(ifindex: int, handle: int, priority: int) -> int | None:
     return opts.prog_id
 
 
-def tc_detach(ifindex: int, handle: int, priority: int) -> None:
+def tc_detach(ifindex: int, handle: int, priority: int, egress: bool = False) -> None:
     _call(f"tc detach on ifindex {ifindex}", lib().bpf_tc_detach,
-          ctypes.byref(_hook(ifindex)), ctypes.byref(_opts(handle, priority)))
+          ctypes.byref(_hook(ifindex, _point(egress))), ctypes.byref(_opts(handle, priority)))
 
 
 # -------------------------------------------------------------------------- pins, info
