@@ -56,6 +56,8 @@ from pfc.oracle import packets
 HOOKS = ("socket", "tc", "xdp")
 PROGRAM = {h: f"pfc_{h}" for h in HOOKS} | {"tc-egress": "pfc_tc_egress"}
 COUNTERS_MAP = counters.COUNTERS_MAP
+SECTIONS = {"tc-egress": "tc", "cgroup-ingress": "cgroup_skb/ingress",
+            "cgroup-egress": "cgroup_skb/egress"}  # others: the hook's name (nf-*: netfilter)
 ETH_HLEN = 14
 ALL_FEATURES = frozenset(("count", "redirect", "payload", "ipv6", "non-ip", "log", "limit",
                           "audit"))
@@ -157,7 +159,7 @@ def emit_plan(policy: ir.Policy, options: Options, hook: str, plan: ebpf_plan.Pr
         notes = [load_note(policy, plan, stem)]
     if plan.ifaces:
         meta["ifaces"] = [list(names) for names in plan.ifaces]
-    if plan.egress:
+    if plan.egress and plan.hook == "tc":
         meta["tc_attach"] = "egress"
     return _package(policy, options, hook, text, meta | (extra or {}), data, notes,
                     check_size=True)
@@ -196,7 +198,7 @@ def _package(policy: ir.Policy, options: Options, hook: str, text: str, meta: di
         built = toolchain.compile_c(text, stem)
     except ToolchainError as exc:
         raise CompileError([_clang_diagnostic(policy, text, exc)]) from exc
-    section = "netfilter" if hook.startswith("nf-") else "tc" if hook == "tc-egress" else hook
+    section = SECTIONS.get(hook, "netfilter" if hook.startswith("nf-") else hook)
     if check_size and (size := program_insns(built.obj, section)) > MAX_JUMP:
         raise CompileError([_too_long(policy, hook, size)])
     meta = meta | {"kernel_needs": kernel_needs(policy, hook, built.obj, kernel)}

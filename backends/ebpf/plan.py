@@ -189,7 +189,7 @@ class RulePlan:
 
 @dataclass
 class ProgramPlan:
-    hook: str  # xdp | tc | socket | nfbpf (tc-egress is tc, egress=True)
+    hook: str  # xdp | tc | socket | nfbpf | cgroup (tc-egress: tc, egress=True)
     default: str  # drop | pass
     rules: list[RulePlan]
     slots: counters.Slots
@@ -201,7 +201,7 @@ class ProgramPlan:
     direct_max: int = DIRECT_PAYLOAD_MAX
     flow: flowplan.ProgramFlow | None = None  # events, buckets, clock
     ifaces: tuple[tuple[str, ...], ...] = ()  # iif/oif name lists (bits of pfc_ifaces)
-    egress: bool = False  # tc: attached at clsact egress
+    egress: bool = False  # tc: attached at clsact egress; cgroup: cgroup_skb/egress
     program: str = ""  # the program's (function's) name
 
     @property
@@ -432,11 +432,13 @@ def program_plan(policy: ir.Policy, hook: str, program: str = "") -> ProgramPlan
               for r in rules for b in r.branches for m in b.l4_matches)
     if hook == "socket" and "redirect" in features:
         raise ValueError("a socket filter cannot rewrite packets (`redirect`)")
-    program, egress = program or f"pfc_{hook.replace('-', '_')}", hook == "tc-egress"
-    hook = "tc" if egress else hook
-    copied = hook in ("socket", "nfbpf")  # read through a copy, not the packet
+    program = program or f"pfc_{hook.replace('-', '_')}"
+    egress = hook in ("tc-egress", "cgroup-egress")
+    hook = {"tc-egress": "tc", "cgroup-ingress": "cgroup", "cgroup-egress": "cgroup"}.get(
+        hook, hook)
+    copied = hook in ("socket", "nfbpf", "cgroup")  # read through a copy, not the packet
     lists = () if hook == "nfbpf" else lists
-    l2 = 18 if hook == "xdp" else 0 if hook == "nfbpf" else 14  # tc, sockets: no tag
+    l2 = 18 if hook == "xdp" else 0 if hook in ("nfbpf", "cgroup") else 14  # tc: no tag
     need = max((reach(r, l2) for r in rules), default=l2)
     sets = tuple(m.setmap for r in rules for b in r.branches for m in b.ip_matches
                  if m.setmap is not None)

@@ -92,6 +92,8 @@ def verdict_of(hook: str, retval: int, frame: bytes) -> ir.Verdict:
         return ir.Verdict.DROP if retval == XDP_DROP else ir.Verdict.PASS
     if hook in ("tc", "tc-egress") and retval in (TC_ACT_OK, TC_ACT_SHOT):
         return ir.Verdict.DROP if retval == TC_ACT_SHOT else ir.Verdict.PASS
+    if hook.startswith("cgroup-") and retval in (0, 1):
+        return ir.Verdict.PASS if retval else ir.Verdict.DROP
     if hook == "socket" and retval in (0, len(frame)):
         return ir.Verdict.DROP if retval == 0 else ir.Verdict.PASS
     raise AssertionError(f"{hook} program returned {retval} on a {len(frame)}-byte frame")
@@ -107,6 +109,9 @@ def tc_refuses(frame: bytes) -> bool:
     return len(frame) < TC_TEST_RUN_MIN.get(frame[12:14], 14)
 
 
+# Hooks whose test runs give the frame back as it left (a socket filter's and a cgroup
+# program's have the 14 bytes the run pulled zeroed).
+BYTES_OUT = frozenset(("xdp", "tc", "tc-egress"))
 NF_HOOKNUM = {"prerouting": 0, "input": 1, "forward": 2, "output": 3, "postrouting": 4}
 NFPROTO = {b"\x08\x00": (2, 20), b"\x86\xdd": (10, 40)}  # family, its fixed header
 
@@ -140,7 +145,7 @@ def test_run(hook: str, prog: bpf.Program, frame: bytes) -> tuple[ir.Verdict, by
                              "frame (docs/ebpf.md)")
     result = prog.test_run(data)
     verdict = verdict_of(hook, result.retval, frame)
-    out = result.data_out if hook != "socket" and verdict is ir.Verdict.PASS else None
+    out = result.data_out if hook in BYTES_OUT and verdict is ir.Verdict.PASS else None
     return verdict, out
 
 
@@ -197,7 +202,7 @@ def test_run_in(hook: str, prog: bpf.Program, frame: bytes, meta: Meta) -> Ran:
     if sent_back(hook, result.retval):
         return Ran(ir.Verdict.DROP, None, result.data_out, mark)
     verdict = verdict_of(hook, result.retval, frame)
-    out = result.data_out if hook != "socket" and verdict is ir.Verdict.PASS else None
+    out = result.data_out if hook in BYTES_OUT and verdict is ir.Verdict.PASS else None
     return Ran(verdict, out, None, mark)
 
 

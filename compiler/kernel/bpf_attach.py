@@ -21,6 +21,7 @@ namespace (libbpf opens a netlink socket per call) and on the host's bpffs.
   ``linux/bpf.h`` offsets.
 - per-CPU array reads by fd (``bpf_map_lookup_elem``), for counters of pinned maps.
 - netfilter links (Linux 6.4): ``BPF_LINK_CREATE`` by the bpf syscall (:func:`nf_link`).
+- cgroup skb programs: ``bpf_prog_attach`` / ``bpf_prog_detach2`` (:func:`cgroup_attach`).
 
 Measured on Linux 6.18 (tests/deploy/test_load.py pins them): an XDP attach without REPLACE
 over an attached program fails EBUSY ("XDP program already attached"); REPLACE with
@@ -96,6 +97,9 @@ _SIGNATURES = {
     "bpf_prog_get_fd_by_id": (ctypes.c_int, [ctypes.c_uint32]),
     "bpf_map_get_fd_by_id": (ctypes.c_int, [ctypes.c_uint32]),
     "bpf_map_lookup_elem": (ctypes.c_int, [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]),
+    "bpf_prog_attach": (ctypes.c_int, [ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                       ctypes.c_uint]),
+    "bpf_prog_detach2": (ctypes.c_int, [ctypes.c_int, ctypes.c_int, ctypes.c_int]),
 }
 lib = bpf.typed(_SIGNATURES)
 
@@ -398,3 +402,23 @@ def nf_link(prog_fd: int, version: int, hooknum: int, priority: int) -> int:
         raise BpfError(err, f"cannot link the netfilter program (hook {hooknum}, priority "
                             f"{priority}, IPv{version})")
     return fd
+
+
+# ---------------------------------------------------------------------- cgroup programs
+
+CGROUP_INET = {"ingress": 0, "egress": 1}  # BPF_CGROUP_INET_INGRESS, _EGRESS
+BPF_F_ALLOW_MULTI = 1 << 1
+
+
+def cgroup_attach(prog_fd: int, cgroup_fd: int, direction: str) -> None:
+    """Attach a cgroup_skb program to the cgroup (v2) open as ``cgroup_fd`` for its
+    ``ingress`` or ``egress``, beside the programs already there (``BPF_F_ALLOW_MULTI``:
+    a packet passes only if every one passes it). It judges the sockets created in that
+    cgroup (and its descendants)."""
+    _call(f"attaching to the cgroup ({direction})", lib().bpf_prog_attach, prog_fd,
+          cgroup_fd, CGROUP_INET[direction], BPF_F_ALLOW_MULTI)
+
+
+def cgroup_detach(prog_fd: int, cgroup_fd: int, direction: str) -> None:
+    _call(f"detaching from the cgroup ({direction})", lib().bpf_prog_detach2, prog_fd,
+          cgroup_fd, CGROUP_INET[direction])

@@ -53,11 +53,14 @@ NF_FIELDS = {"prerouting": ("mark", "icmp-code"), "input": ("mark", "icmp-code")
              "output": ("oif", "mark", "icmp-code"), "postrouting": ("oif", "mark", "icmp-code")}
 FIELDS |= {f"nf-{raw}{h}": NF_FIELDS[h] for h in NF_FIELDS for raw in ("", "raw-")
            if not raw or h in ("prerouting", "output")}
+FIELDS |= {"cgroup-ingress": ("iif", "mark", "icmp-code"),
+           "cgroup-egress": ("oif", "mark", "icmp-code")}
 ACTIONS = {"xdp": ("drop", "pass", "reject", "pass-limit"),
            "tc": ("drop", "pass", "reject", "mark", "pass-limit"),
            "tc-egress": ("drop", "pass", "mark", "pass-limit"),
            "socket": ("drop", "pass", "pass-limit")} | {
-               h: ("drop", "pass", "pass-limit") for h in FIELDS if h.startswith("nf-")}
+               h: ("drop", "pass", "pass-limit") for h in FIELDS
+               if h.startswith(("nf-", "cgroup-"))}
 
 
 def match(field: str, rng: random.Random, family: ir.Family = ir.Family.ANY) -> ir.Match:
@@ -125,6 +128,8 @@ def shapes(hook: str, default: str, rng: random.Random, terminals: int = 12) -> 
     name = "egress" if hook == "tc-egress" else "ingress"
     if hook.startswith("nf-"):  # nf-raw-prerouting: the block `raw prerouting`
         name = hook.removeprefix("nf-").replace("-", " ")
+    if hook.startswith("cgroup-"):
+        name = "input" if hook == "cgroup-ingress" else "output"
     return ir.Policy(tuple(out), ir.Verdict(default), hook=ir.Hook(name), source="v2gen.pf")
 
 
