@@ -25,6 +25,16 @@ HOOKS = ("cgroup-ingress", "cgroup-egress")
 ATTACH = {"cgroup-ingress": "ingress", "cgroup-egress": "egress"}
 SUPPORTS = frozenset(("count", "payload", "ipv6", "non-ip", "limit", "pass-limit", "iface",
                       "icmp-code", "mark"))
+_STATE = "a cgroup program sees one packet: no connection state"
+_L2 = "there is no link layer at the cgroup hooks"
+REASONS = {"ct": _STATE, "ct-status": _STATE, "ct-mark": _STATE, "nat": _STATE,
+           "notrack": _STATE,
+           "reject": "a cgroup program only returns a verdict and cannot send a reply",
+           "set-mark": "not carried yet", "redirect": "a cgroup program cannot rewrite the packet",
+           "ether": _L2, "ether-type": _L2, "vlan-id": _L2,
+           "addr-type": "a cgroup program has no route lookup",
+           "log": "not carried yet",
+           "audit": "not carried yet"}
 DESCRIPTION = ("eBPF cgroup_skb ingress/egress programs for the sockets of one cgroup "
                "(input, output); C and ELF object")
 
@@ -52,4 +62,5 @@ def _run(artifact: Artifact, frames: list[bytes]):
 BACKENDS = (Backend(name="cgroup", description=DESCRIPTION, supports=SUPPORTS,
                     formats=("o", "c"), hooks=HOOKS, emit=emit, passes=ebpf._passes(),
                     binary_formats=frozenset(("o",)), run=_run, view=view,
-                    carries={"input": "cgroup-ingress", "output": "cgroup-egress"}),)
+                    carries={"input": "cgroup-ingress", "output": "cgroup-egress"},
+                    reasons=REASONS),)

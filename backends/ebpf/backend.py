@@ -72,6 +72,18 @@ V2_FEATURES = {
     "socket": frozenset(("mark", "pass-limit", "iface", "ether", "ether-type", "vlan-id",
                          "icmp-code")),
 }
+_STATE = "an eBPF program here sees one packet: no connection state"
+REASONS = {"ct": _STATE, "ct-status": _STATE, "ct-mark": _STATE, "nat": _STATE,
+           "notrack": _STATE, "addr-type": "no route lookup at this hook"}
+HOOK_REASONS = {
+    "xdp": {"mark": "XDP runs before the kernel builds an skb: there is no mark",
+            "set-mark": "XDP runs before the kernel builds an skb: there is no mark"},
+    "tc": {},
+    "socket": {"reject": "a socket filter only filters what its socket gets: it cannot "
+                         "send a reply",
+               "set-mark": "a socket filter cannot write the mark",
+               "redirect": "a socket filter cannot rewrite the packet"},
+}
 DESCRIPTIONS = {
     "socket": "eBPF socket filter (SO_ATTACH_BPF on a packet socket); C and ELF object",
     "tc": "eBPF tc clsact ingress or egress, direct action (cls_bpf); C and ELF object",
@@ -376,7 +388,7 @@ def _backend(hook: str) -> Backend:
     return Backend(name=hook, description=DESCRIPTIONS[hook],
                    supports=supports | V2_FEATURES[hook], formats=("o", "c"), hooks=hooks,
                    emit=emit, passes=_passes(), binary_formats=frozenset(("o",)), run=_run,
-                   view=view, carries=carries)
+                   view=view, carries=carries, reasons=REASONS | HOOK_REASONS[hook])
 
 
 BACKENDS = tuple(_backend(h) for h in HOOKS)

@@ -32,6 +32,18 @@ DEFAULT_FIRST = ("nf-input", *(h for h in HOOKS if h != "nf-input"))  # a v1 lis
 HOOKNUM = {"prerouting": 0, "input": 1, "forward": 2, "output": 3, "postrouting": 4}
 SUPPORTS = frozenset(("count", "payload", "ipv6", "non-ip", "limit", "pass-limit", "iface",
                       "icmp-code", "mark"))
+_STATE = "a netfilter program sees one packet: no connection state"
+REASONS = {"ct": _STATE, "ct-status": _STATE, "ct-mark": _STATE, "nat": _STATE,
+           "notrack": _STATE,
+           "reject": "a netfilter program only returns a verdict and cannot send a reply",
+           "set-mark": "the packet is read-only to a netfilter program",
+           "redirect": "the packet is read-only to a netfilter program",
+           "ether": "a netfilter program gets the packet from its IP header",
+           "ether-type": "a netfilter program gets the packet from its IP header",
+           "vlan-id": "a netfilter program gets the packet from its IP header",
+           "addr-type": "a netfilter program has no route lookup",
+           "log": "not carried yet",
+           "audit": "not carried yet"}
 DESCRIPTION = ("eBPF netfilter program (BPF_PROG_TYPE_NETFILTER on a bpf link, Linux 6.4) "
                "per filter block; C and ELF object")
 
@@ -72,4 +84,4 @@ def _run(artifact: Artifact, frames: list[bytes]):
 BACKENDS = (Backend(name="nfbpf", description=DESCRIPTION, supports=SUPPORTS,
                     formats=("o", "c"), hooks=DEFAULT_FIRST, emit=emit, passes=ebpf._passes(),
                     binary_formats=frozenset(("o",)), run=_run, view=view,
-                    carries=dict(zip(CARRIED, HOOKS, strict=True))),)
+                    carries=dict(zip(CARRIED, HOOKS, strict=True)), reasons=REASONS),)

@@ -18,7 +18,7 @@ import pytest
 
 from pfc.backends.ebpf import backend as ebpf
 from pfc.backends.ebpf import run as ebpf_run
-from pfc.build import build_artifact, build_policy
+from pfc.build import build_artifact, build_policy, build_ruleset
 from pfc.frontend import ir
 from pfc.frontend.pipeline import compile_text
 from pfc.kernel import netns
@@ -213,3 +213,18 @@ def test_a_limit_on_every_frame_has_a_bucket_per_ip_version_and_one_for_the_rest
     report = compare(art, backend_of(hook), frames)
     assert report.ok, report.summary()
     assert report.counters_expected[0] == (3, sum(len(f) - 14 for f in frames[3:]))
+
+
+@pytest.mark.parametrize("target,text,why", [
+    ("xdp", "drop mark 7", "XDP runs before the kernel builds an skb: there is no mark"),
+    ("xdp", "mark tcp to 7", "XDP runs before the kernel builds an skb: there is no mark"),
+    ("socket", "reject", "a socket filter only filters what its socket gets: it cannot "
+                         "send a reply"),
+    ("socket", "mark tcp to 7", "a socket filter cannot write the mark"),
+])
+def test_a_capability_error_says_why(target: str, text: str, why: str) -> None:
+    """What a hook cannot do: the error names the rule and the target, then why."""
+    compiled = compile_text(f"ingress eth0 {{\n    {text}\n}}\n", "fw.pf")
+    artifacts, diags = build_ruleset(compiled.ruleset, [target], "c")
+    assert artifacts == [] and [d.message.split(": ", 1)[1] for d in diags] == [why]
+    assert diags[0].message.startswith(f"target `{target}` cannot express ")
