@@ -146,11 +146,15 @@ def _block_files(artifact: Artifact, block: ir.Policy) -> Artifact:
     """The artifact of one block, its files named ``STEM.BLOCK.EXT`` (``host.input.nft``)
     instead of ``STEM.TARGET.EXT``, so that every block of a file has its own."""
     label = block_label(block)
-    files = {}
+    files, renamed = {}, {}
     for name, data in artifact.files.items():
         stem, dot, rest = name.partition(f".{artifact.target}.")
-        files[f"{stem}.{label}.{rest}" if dot else f"{label}.{name}"] = data
+        renamed[name] = f"{stem}.{label}.{rest}" if dot else f"{label}.{name}"
+        files[renamed[name]] = data
     artifact.files = files
+    # the meta names files too (an eBPF object's maps file): they follow
+    artifact.meta = {k: renamed.get(v, v) if isinstance(v, str) else v
+                     for k, v in artifact.meta.items()}
     return artifact
 
 

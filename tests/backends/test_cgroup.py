@@ -32,7 +32,7 @@ from pfc.oracle.context import Context
 from pfc.oracle.interp import evaluate
 from pfc.verifier.equiv import compare
 from tests.backends import v2gen, v2judge
-from tests.paths import ROOT
+from tests.paths import GOLDEN, ROOT
 
 REASON = netns.missing_privileges()
 BACKEND = backends.get("cgroup")
@@ -241,3 +241,24 @@ def _sent(lab, sock, ports) -> set[int]:
         return got
     finally:
         tap.close()
+
+
+GOLDEN_FW = """input {
+    default drop
+    pass tcp dport { 22, 443 } iif eth*
+    drop udp mark 7-9
+    pass udp dport 53 limit rate 10/second per src
+}
+output {
+    drop tcp dport 25 !oif lo
+    count icmp icmp-code 3
+}
+"""
+
+
+def test_golden_programs(golden) -> None:
+    """The C of both programs: ``--update-golden`` rewrites them."""
+    arts, diags = build_ruleset(compile_text(GOLDEN_FW, "svc.pf").ruleset, ["cgroup"], "c")
+    assert not diags and len(arts) == 2
+    for art in arts:
+        golden(GOLDEN / "cgroup-v2" / f"{art.hook}.c", art.text)

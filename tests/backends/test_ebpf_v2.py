@@ -20,13 +20,14 @@ from pfc.backends.ebpf import backend as ebpf
 from pfc.backends.ebpf import run as ebpf_run
 from pfc.build import build_artifact, build_policy, build_ruleset
 from pfc.frontend import ir
-from pfc.frontend.pipeline import compile_text
+from pfc.frontend.pipeline import compile_path, compile_text
 from pfc.kernel import netns
 from pfc.oracle import framebuild as fb
 from pfc.oracle import gen
 from pfc.verifier.equiv import compare
 from tests.backends import v2gen, v2judge
 from tests.backends.v2judge import Shot
+from tests.paths import ROOT
 
 REASON = netns.missing_privileges()
 ETH = (bytes.fromhex("020000000002"), bytes.fromhex("020000000001"))  # dst, src
@@ -228,3 +229,19 @@ def test_a_capability_error_says_why(target: str, text: str, why: str) -> None:
     artifacts, diags = build_ruleset(compiled.ruleset, [target], "c")
     assert artifacts == [] and [d.message.split(": ", 1)[1] for d in diags] == [why]
     assert diags[0].message.startswith(f"target `{target}` cannot express ")
+
+
+@kernel
+@pytest.mark.parametrize("hook", ["xdp", "tc"])
+def test_the_ingress_block_of_ddos_edge(hook: str) -> None:
+    """examples/ddos-edge.pf with ``--target HOOK,nft``: the `ingress eth0` block goes
+    to the eBPF hook (its blocklist a map, a limit per source) and agrees with the
+    interpreter on generated frames; `input` goes to nft."""
+    compiled = compile_path(ROOT / "examples" / "ddos-edge.pf")
+    arts, diags = build_ruleset(compiled.ruleset, [hook, "nft"], "o")
+    assert not diags, [d.message for d in diags]
+    assert sorted(a.target for a in arts) == sorted([hook, "nft"])
+    art = next(a for a in arts if a.target == hook)
+    assert art.policy.hook.name == "ingress" and art.meta.get("maps_file")
+    report = compare(art, backend_of(hook), gen.sample(art.policy, 400, seed=7))
+    assert report.ok, report.summary()

@@ -26,7 +26,7 @@ from pfc.oracle.context import Context
 from pfc.verifier.equiv import compare
 from tests.backends import v2gen, v2judge
 from tests.backends.v2judge import Shot
-from tests.paths import ROOT
+from tests.paths import GOLDEN, ROOT
 
 REASON = netns.missing_privileges()
 BACKEND = backends.get("nfbpf")
@@ -145,3 +145,21 @@ def test_a_limit_keeps_a_bucket_per_ip_version() -> None:
     report = compare(art, BACKEND, [udp4(), udp6(), udp4(), udp6()])
     assert report.ok, report.summary()
     assert report.counters_expected[0][0] == 2  # the second of each version
+
+
+GOLDEN_FW = """forward {
+    default drop
+    pass tcp dport { 22, 443 } iif eth* oif wan0
+    drop udp !oif { ppp0, wan* } mark 7-9
+    count icmp icmp-code 3
+    pass udp dport 53 limit rate 10/second
+}
+"""
+
+
+def test_golden_program(golden) -> None:
+    """The C of a forward block with every word the target prints (names compared at
+    run time, mark, icmp-code, a limit): ``--update-golden`` rewrites it."""
+    arts, diags = build_ruleset(compile_text(GOLDEN_FW, "fw.pf").ruleset, ["nfbpf"], "c")
+    assert not diags and len(arts) == 1
+    golden(GOLDEN / "nfbpf-v2" / "forward.c", arts[0].text)
