@@ -55,7 +55,8 @@ def frame(lab: netns.Lab, version: int, sport: int) -> bytes:
 def sockets(lab: netns.Lab):
     with IPRoute() as ipr:
         ipr.addr("add", index=lab.dut_index, address="192.0.2.2", prefixlen=24)
-        ipr.addr("add", index=lab.dut_index, address="2001:db8::2", prefixlen=64)
+        ipr.addr("add", index=lab.dut_index, address="2001:db8::2", prefixlen=64,
+                 flags=0x02)  # IFA_F_NODAD: usable at once, not tentative
     v4 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     v6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     with v4, v6:
