@@ -7,6 +7,8 @@ rule the target cannot express comes back as diagnostics, never as a partial art
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 from pfc import backends
@@ -151,8 +153,13 @@ def _block_files(artifact: Artifact, block: ir.Policy) -> Artifact:
         stem, dot, rest = name.partition(f".{artifact.target}.")
         renamed[name] = f"{stem}.{label}.{rest}" if dot else f"{label}.{name}"
         files[renamed[name]] = data
+    # the meta and JSON files name files too (an eBPF object's maps file, the data file
+    # of its classifier's maps): they follow
+    for old, new in ((json.dumps(o).encode(), json.dumps(n).encode())
+                     for o, n in renamed.items() if o != n):
+        files.update({name: data.replace(old, new) for name, data in files.items()
+                      if name.endswith(".json") and old in data})
     artifact.files = files
-    # the meta names files too (an eBPF object's maps file): they follow
     artifact.meta = {k: renamed.get(v, v) if isinstance(v, str) else v
                      for k, v in artifact.meta.items()}
     return artifact

@@ -245,3 +245,18 @@ def test_the_ingress_block_of_ddos_edge(hook: str) -> None:
     assert art.policy.hook.name == "ingress" and art.meta.get("maps_file")
     report = compare(art, backend_of(hook), gen.sample(art.policy, 400, seed=7))
     assert report.ok, report.summary()
+
+
+@kernel
+def test_a_classified_ingress_block_loads_with_its_data_file() -> None:
+    """An `ingress` block of v1 rules classified (as a large one is; forced here): its
+    maps file names the data file, which the block's artifact renames
+    (``STEM.ingress-eth0.maps.bin``); the name inside follows, so the object loads and
+    agrees with the interpreter (it named the old file before: the data was not found)."""
+    rules = "\n".join(f"    drop udp src 10.{i}.0.0/16 dport {1000 + i}" for i in range(8))
+    compiled = compile_text(f"ingress eth0 {{\n{rules}\n}}\n", "big.pf")
+    arts, diags = build_ruleset(compiled.ruleset, ["xdp"], "o", extra={"classify": "always"})
+    assert not diags and arts[0].meta.get("classifier"), [d.message for d in diags]
+    assert "big.ingress-eth0.maps.bin" in arts[0].files
+    report = compare(arts[0], backend_of("xdp"), gen.sample(arts[0].policy, 300, seed=3))
+    assert report.ok, report.summary()
