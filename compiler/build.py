@@ -8,7 +8,6 @@ rule the target cannot express comes back as diagnostics, never as a partial art
 from __future__ import annotations
 
 import json
-
 from pathlib import Path
 
 from pfc import backends
