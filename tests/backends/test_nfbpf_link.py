@@ -8,6 +8,7 @@ name ``iif`` compares (exact names, prefixes, lists, negations) at run time.
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import socket
@@ -30,18 +31,18 @@ PORT, MARKER = 5000, 999
 LISTS = (("dut",), ("du*",), ("dut0",), ("eth*",), ("d*", "x"), ("lo",), ("dutt*",), ("*",))
 
 
-def policy() -> ir.Policy:
-    """``pass udp sport 999`` (the marker), then one rule per list, plain and negated,
-    each on its own source port; default drop."""
+def policy(block: str = "input", field: str = "iif", port: str = "sport") -> ir.Policy:
+    """``pass udp PORT 999`` (the marker), then one rule per list, plain and negated,
+    each on its own port; default drop."""
     number, family = ir.PROTOCOLS["udp"]
     rules = [ir.Rule(0, ir.Pass(), family, number,
-                     (ir.IntMatch("sport", ((MARKER, MARKER),), False),), proto_name="udp")]
+                     (ir.IntMatch(port, ((MARKER, MARKER),), False),), proto_name="udp")]
     for n, (names, neg) in enumerate(itertools.product(LISTS, (False, True)), start=1):
-        matches = (ir.IntMatch("sport", ((2000 + n, 2000 + n),), False),
-                   ir.IfaceMatch("iif", names, neg))
+        matches = (ir.IntMatch(port, ((2000 + n, 2000 + n),), False),
+                   ir.IfaceMatch(field, names, neg))
         rules.append(ir.Rule(n, ir.Pass(), family, number, matches, proto_name="udp",
                              line=n + 1))
-    return ir.Policy(tuple(rules), ir.Verdict.DROP, hook=ir.Hook("input"), source="link.pf")
+    return ir.Policy(tuple(rules), ir.Verdict.DROP, hook=ir.Hook(block), source="link.pf")
 
 
 def frame(lab: netns.Lab, version: int, sport: int) -> bytes:
@@ -100,3 +101,42 @@ def test_iif_names_on_the_real_input_hook() -> None:
             iif="dut")).verdict is ir.Verdict.PASS}
         assert got[version] == want, version
         assert 4 < len(want) < len(sports)  # names that match and names that do not
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(REASON is not None, reason=REASON or "")
+def test_oif_names_on_the_real_output_hook() -> None:
+    """The program linked at ``output`` (LOCAL_OUT: the packet from its IP header, the
+    route's device as output device): datagrams a socket sends to each port leave by
+    the device under test or not (a drop fails the send: EPERM), as the interpreter
+    says with ``oif`` = the device."""
+    block = policy("output", "oif", "dport")
+    art, diags = build_policy(block, "nfbpf", "o", hook="nf-output")
+    assert art is not None, [d.message for d in diags]
+    ports = [2000 + n for n in range(1, 2 * len(LISTS) + 1)]
+    with netns.lab() as lab, netns.one_cpu(), sockets(lab) as socks, \
+            ebpf_maps.open_filled(art) as obj:
+        with IPRoute() as ipr:  # no neighbour discovery: the peer's address is known
+            ipr.neigh("add", dst="192.0.2.1", lladdr=lab.inj_mac.hex(":"),
+                      ifindex=lab.dut_index, state=0x80)
+        fd = obj.programs[art.meta["program"]].fd
+        link = bpf_attach.nf_link(fd, 4, 3, 0)
+        tap = netns.packet_socket(lab.inj, 0x0800)
+        tap.settimeout(30)
+        try:
+            for dport in [*ports, MARKER]:
+                try:
+                    socks[4].sendto(b"hello", ("192.0.2.1", dport))
+                except OSError as exc:
+                    assert exc.errno == errno.EPERM, exc
+            got = set()
+            while (dport := int.from_bytes(tap.recv(2048)[36:38], "big")) != MARKER:
+                got.add(dport)
+        finally:
+            tap.close()
+            os.close(link)
+    sent = [fb.ethernet(lab.inj_mac, lab.dut_mac, 0x0800, fb.ipv4(B4, A4, 17, fb.udp(
+        B4, A4, PORT, p, b"hello"))) for p in ports]
+    want = {p for p, f in zip(ports, sent, strict=True)
+            if evaluate(block, f, ctx=Context(oif="dut")).verdict is ir.Verdict.PASS}
+    assert got == want and 4 < len(want) < len(ports)
