@@ -7,9 +7,8 @@ one (the packets they send); attached to a cgroup (``BPF_CGROUP_INET_INGRESS`` /
 The program reads the IP packet from its header (``skb->data`` at these hooks) through
 a copy of its first bytes (``bpf_skb_load_bytes``), ``skb->mark``, and the device
 (``iif``: ``skb->ingress_ifindex``, ``oif``: ``skb->ifindex``) through ``pfc_ifaces``,
-filled at load as for tc. It returns 1 (pass) or 0 (drop). What it cannot carry is a
-capability error: ``ct``, NAT, ``reject`` (a cgroup program cannot send), ``mark ...
-to N``, the link layer (``ether-*``, ``vlan-id``: no Ethernet header at these hooks),
+filled at load as for tc; ``mark ... to N`` writes ``skb->mark``. It returns 1 (pass) or 0 (drop). What it cannot carry is a
+capability error: ``ct``, NAT, ``reject`` (a cgroup program cannot send), the link layer (``ether-*``, ``vlan-id``: no Ethernet header at these hooks),
 ``dst-type``/``src-type``, ``log`` and ``redirect``. docs/cgroup.md.
 """
 
@@ -24,13 +23,13 @@ from pfc.oracle import packets
 HOOKS = ("cgroup-ingress", "cgroup-egress")
 ATTACH = {"cgroup-ingress": "ingress", "cgroup-egress": "egress"}
 SUPPORTS = frozenset(("count", "payload", "ipv6", "non-ip", "limit", "pass-limit", "iface",
-                      "icmp-code", "mark"))
+                      "icmp-code", "mark", "set-mark"))
 _STATE = "a cgroup program sees one packet: no connection state"
 _L2 = "there is no link layer at the cgroup hooks"
 REASONS = {"ct": _STATE, "ct-status": _STATE, "ct-mark": _STATE, "nat": _STATE,
            "notrack": _STATE,
            "reject": "a cgroup program only returns a verdict and cannot send a reply",
-           "set-mark": "not carried yet", "redirect": "a cgroup program cannot rewrite the packet",
+           "redirect": "a cgroup program cannot rewrite the packet",
            "ether": _L2, "ether-type": _L2, "vlan-id": _L2,
            "addr-type": "a cgroup program has no route lookup",
            "log": "not carried yet",

@@ -59,8 +59,9 @@ ACTIONS = {"xdp": ("drop", "pass", "reject", "pass-limit"),
            "tc": ("drop", "pass", "reject", "mark", "pass-limit"),
            "tc-egress": ("drop", "pass", "mark", "pass-limit"),
            "socket": ("drop", "pass", "pass-limit")} | {
-               h: ("drop", "pass", "pass-limit") for h in FIELDS
-               if h.startswith(("nf-", "cgroup-"))}
+               h: ("drop", "pass", "pass-limit") for h in FIELDS if h.startswith("nf-")} | {
+               h: ("drop", "pass", "mark", "pass-limit") for h in FIELDS
+               if h.startswith("cgroup-")}
 
 
 def match(field: str, rng: random.Random, family: ir.Family = ir.Family.ANY) -> ir.Match:
