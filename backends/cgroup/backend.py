@@ -7,9 +7,11 @@ one (the packets they send); attached to a cgroup (``BPF_CGROUP_INET_INGRESS`` /
 The program reads the IP packet from its header (``skb->data`` at these hooks) through
 a copy of its first bytes (``bpf_skb_load_bytes``), ``skb->mark``, and the device
 (``iif``: ``skb->ingress_ifindex``, ``oif``: ``skb->ifindex``) through ``pfc_ifaces``,
-filled at load as for tc; ``mark ... to N`` writes ``skb->mark``. It returns 1 (pass) or 0 (drop). What it cannot carry is a
-capability error: ``ct``, NAT, ``reject`` (a cgroup program cannot send), the link layer (``ether-*``, ``vlan-id``: no Ethernet header at these hooks),
-``dst-type``/``src-type``, ``log`` and ``redirect``. docs/cgroup.md.
+filled at load as for tc; ``mark ... to N`` writes ``skb->mark``. It returns 1 (pass)
+or 0 (drop). What it cannot carry is a capability error with the reason (``REASONS``):
+``ct``, NAT, ``reject`` (a cgroup program cannot send), the link layer (``ether-*``,
+``vlan-id``: no Ethernet header at these hooks), ``dst-type``/``src-type``, ``log`` and
+``redirect``. docs/cgroup.md.
 """
 
 from __future__ import annotations
