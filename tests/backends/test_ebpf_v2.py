@@ -190,7 +190,7 @@ def test_every_shape_of_v2_rule(hook: str, default: str) -> None:
         got = check(art, v2gen.shots(policy, 500, rng, strips=hook in ("tc", "socket")),
                     index)
     # a test run shows tc and sockets no removed tag: IP rules naming a VLAN id hold
-    # only in the real hook (test_vlan_id_in_the_real_tc_hook)
+    # only in the real hook (test_ebpf_v2_hooks.py: test_vlan_id_in_the_real_tc_hook)
     assert got.seen > 400 and got.held > (0.8 if hook == "xdp" else 0.45)
     assert got.replies > 0 or hook not in ("xdp", "tc")
     assert got.marked > 0 or hook not in ("tc", "tc-egress")
