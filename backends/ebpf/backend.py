@@ -213,7 +213,7 @@ def _package(policy: ir.Policy, options: Options, hook: str, text: str, meta: di
     section = SECTIONS.get(hook, "netfilter" if hook.startswith("nf-") else hook)
     if check_size and (size := program_insns(built.obj, section)) > MAX_JUMP:
         raise CompileError([_too_long(policy, hook, size)])
-    meta = meta | {"kernel_needs": kernel_needs(policy, hook, built.obj, kernel)}
+    meta = meta | {"kernel_needs": kernel_needs(policy, options.target, built.obj, kernel)}
     if options.format == "c":
         return Artifact(options.target, hook, "c", text, {f"{stem}.c": text.encode()} | data,
                         policy, meta, notes)

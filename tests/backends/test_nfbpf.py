@@ -82,7 +82,10 @@ def test_the_object_needs_linux_6_4():
     art, _ = build_artifact(compiled, "nfbpf")
     assert art.meta["kernel_needs"] == {"netfilter": "6.4"}
     art, diags = build_artifact(compiled, "nfbpf", extra={"kernel": (6, 1)})
-    assert art is None and "(Linux 6.4); kernel 6.1 does not have it" in diags[0].message
+    assert art is None and diags[0].message == (
+        "target `nfbpf`: netfilter hook programs need netfilter programs "
+        "(BPF_PROG_TYPE_NETFILTER, bpf_dynptr_from_skb) (Linux 6.4); kernel 6.1 does not "
+        "have it")
 
 
 def test_device_names_compare_their_bytes_and_nul_or_a_prefix():
