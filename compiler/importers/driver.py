@@ -1,0 +1,138 @@
+"""``pfc import`` as a library call: source texts → a checked, formatted pfc policy.
+
+The format is told by the caller or read from the text (``detect``); the importer of
+that format gives the shared rule model; ``emit`` prints it; pfc's own checker reads
+the print. A rule the checker refuses (a word a hook does not allow, a value out of
+range) is refused at its *source* line with the checker's reason, and the policy is
+printed again without it, so every rule in the result is one pfc checked. Then pfc's
+formatter gives the text its canonical form (``pfc fmt``-clean).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pfc.frontend.diagnostics import Diagnostic, Severity, error
+from pfc.frontend.fmt import format_module
+from pfc.frontend.pipeline import Compiled, compile_source
+from pfc.frontend.source import SourceFile
+from pfc.importers.emit import Printed, emit
+from pfc.importers.model import Firewall, Item, Refusal, Rule, Skipped
+
+FORMATS = ("iptables", "nft", "nft-json", "pcap-filter")
+MAX_ROUNDS = 50
+
+
+class ImportBug(Exception):
+    """The importer printed something pfc's checker refuses and no source rule is to
+    blame: a pfc bug (exit 70)."""
+
+
+class UnknownFormat(ValueError):
+    """The text is none of the formats pfc imports (exit 2)."""
+
+
+@dataclass
+class ImportResult:
+    """``text``: the policy (complete or not); ``refusals``: one error per source rule
+    pfc cannot say (``cannot import: REASON`` at the rule's words); ``remarks``: notes
+    that change no verdict; ``sources``: the inputs, for rendering."""
+
+    text: str
+    format: str
+    refusals: list[Diagnostic]
+    remarks: list[Diagnostic]
+    sources: dict[str, SourceFile]
+    firewall: Firewall
+    compiled: Compiled | None = None
+    set_files: dict[str, str] = field(default_factory=dict)
+    families: frozenset[int] = frozenset((4, 6))
+
+    @property
+    def complete(self) -> bool:
+        return not self.refusals
+
+
+def import_sources(sources: list[SourceFile], fmt: str | None = None,
+                   output_name: str = "imported.pf") -> ImportResult:
+    """Import ``sources`` (one file; for iptables, a dump and its other family's
+    twin). ``UnknownFormat`` when the format is not given and cannot be told."""
+    from pfc.importers.detect import detect
+    fmt = fmt or detect(sources[0])
+    fw, families = _read(sources, fmt)
+    result = ImportResult("", fmt, [], [], {s.name: s for s in sources}, fw,
+                          families=families)
+    printed, compiled = _checked(fw, families, output_name)
+    result.text = format_module(compiled.module)
+    result.compiled = compiled
+    result.set_files = {path: "".join(x + "\n" for x in lines) for _, path, lines in fw.sets}
+    result.refusals = sorted((_refusal(r) for r in fw.refusals), key=_place)
+    result.remarks = sorted((Diagnostic(Severity.NOTE, m.message, m.span)
+                             for m in fw.remarks), key=_place)
+    return result
+
+
+def _read(sources: list[SourceFile], fmt: str) -> tuple[Firewall, frozenset[int]]:
+    if fmt == "iptables":
+        from pfc.importers.iptables import import_iptables
+        return import_iptables(sources)
+    raise UnknownFormat(f"importing {fmt} is not written yet")
+
+
+def _place(d: Diagnostic) -> tuple:
+    return (d.span.file, d.span.start)
+
+
+def _refusal(r: Refusal) -> Diagnostic:
+    return error(f"cannot import: {r.reason}", r.span, code="cannot-import")
+
+
+def _checked(fw: Firewall, families: frozenset[int], name: str
+             ) -> tuple[Printed, Compiled]:
+    """Print and check until pfc's checker takes every rule left."""
+    for _ in range(MAX_ROUNDS):
+        printed = emit(fw, families)
+        compiled = compile_source(SourceFile(name, printed.text))
+        errors = [d for d in compiled.diagnostics if d.severity is Severity.ERROR]
+        if not errors:
+            return printed, compiled
+        blamed = _blame(fw, printed, compiled, errors)
+        if not blamed:
+            raise ImportBug("pfc's checker refuses the imported policy:\n" +
+                            "\n".join(f"{d.span.file}:{_line(compiled, d)}: {d.message}"
+                                      for d in errors[:5]) + "\n" + printed.text)
+    raise ImportBug("the imported policy did not settle")
+
+
+def _line(compiled: Compiled, d: Diagnostic) -> int:
+    return compiled.source.position(d.span.start)[0]
+
+
+def _blame(fw: Firewall, printed: Printed, compiled: Compiled,
+           errors: list[Diagnostic]) -> int:
+    """Each error on a printed rule refuses its source rule; how many were."""
+    blamed = 0
+    seen: set[int] = set()
+    for d in errors:
+        item = printed.lines.get(_line(compiled, d))
+        if not isinstance(item, Rule) or item.origin is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        reason = f"pfc refuses `{_words(item)}`: {d.message}"
+        fw.refusals.append(Refusal(item.origin, reason, item.origin.span))
+        _replace(fw, item, Skipped(item.origin, f"refused by pfc's checker: {d.message}"))
+        blamed += 1
+    return blamed
+
+
+def _words(rule: Rule) -> str:
+    from pfc.importers.emit import rule_line
+    return rule_line(rule).split("  #")[0]
+
+
+def _replace(fw: Firewall, old: Item, new: Item) -> None:
+    for container in [*fw.blocks, *fw.chains]:
+        for i, item in enumerate(container.items):
+            if item is old:
+                container.items[i] = new
+                return
