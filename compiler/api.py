@@ -320,3 +320,23 @@ def log_events(dev: str, *, netns: str | None = None,
     check_dev(dev)
     return stream.events(dev, netns=netns, targets=targets, group=group, timeout=timeout,
                          ready=ready)
+
+
+# --------------------------------------------------------------------------- import
+
+def import_(files: Iterable[str | os.PathLike], *, fmt: str | None = None,
+            expr: str | None = None, output: str = "imported.pf"):
+    """An existing firewall as a pfc policy (``pfc import``, docs/import.md): an
+    iptables-save dump (and its ip6tables-save twin), an nft ruleset (text or JSON),
+    or a pcap-filter expression (``expr``, or a file holding one). ``fmt`` is
+    ``iptables``, ``nft``, ``nft-json`` or ``pcap-filter`` (told from the text when
+    None). Returns a :class:`pfc.importers.driver.ImportResult`: ``.text`` the policy,
+    ``.refusals`` one diagnostic per source rule pfc cannot say (``.complete`` when
+    there are none). OSError if a file cannot be read;
+    :class:`pfc.importers.driver.UnknownFormat` if the format cannot be told."""
+    from pfc.frontend.source import SourceFile
+    from pfc.importers.driver import import_sources, read_input
+    sources = [read_input(f) for f in files]
+    if expr is not None:
+        sources.insert(0, SourceFile("<expr>", expr))
+    return import_sources(sources, fmt, output_name=Path(output).name)

@@ -10,12 +10,13 @@ formatter gives the text its canonical form (``pfc fmt``-clean).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from pfc.frontend.diagnostics import Diagnostic, Severity, error
 from pfc.frontend.fmt import format_module
 from pfc.frontend.pipeline import Compiled, compile_source
-from pfc.frontend.source import SourceFile
+from pfc.frontend.source import MAX_POLICY_BYTES, SourceFile
 from pfc.importers.emit import Printed, emit
 from pfc.importers.model import Firewall, Item, Refusal, Rule, Skipped
 
@@ -51,6 +52,24 @@ class ImportResult:
     @property
     def complete(self) -> bool:
         return not self.refusals
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Source rules read, and how many of them pfc could not say."""
+        refused = len({(d.span.file, self._line(d)) for d in self.refusals})
+        total = max(self.firewall.source_rules, refused)
+        return {"source": total, "imported": total - refused, "refused": refused}
+
+    def _line(self, d: Diagnostic) -> int:
+        src = self.sources.get(d.span.file)
+        return src.position(d.span.start)[0] if src else 0
+
+
+def read_input(path: str | os.PathLike) -> SourceFile:
+    """A file to import, as text (bytes that are not UTF-8 are kept as U+FFFD and
+    refused where they stand). OSError if it cannot be read or is larger than 64 MiB
+    (pfc's limit for a policy)."""
+    return SourceFile.read(path, limit=MAX_POLICY_BYTES)
 
 
 def import_sources(sources: list[SourceFile], fmt: str | None = None,

@@ -151,6 +151,7 @@ class Firewall:
     header: list[str] = field(default_factory=list)
     refusals: list[Refusal] = field(default_factory=list)
     remarks: list[Remark] = field(default_factory=list)
+    source_rules: int = 0  # the rules the source holds (each -A line, each nft rule)
 
     def block(self, name: str) -> Block | None:
         return next((b for b in self.blocks if b.name == name), None)

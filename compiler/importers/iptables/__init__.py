@@ -30,6 +30,7 @@ def import_iptables(sources: list[SourceFile]) -> tuple[Firewall, frozenset[int]
         families[family] = (blocks, rules.chains)
     fw = merge(families)
     fw.refusals, fw.remarks = refusals, remarks
+    fw.source_rules = sum(len(t.lines) for d in dumps for t in d.tables.values())
     names = ", ".join(s.name for s in sources)
     fw.header = [f"imported by `pfc import` from {names} (iptables-save)"]
     return fw, frozenset(families)
