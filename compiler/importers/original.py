@@ -1,0 +1,81 @@
+"""The original ruleset of an import, loaded as it is (``pfc verify OUT.pf --against
+FILE``): an iptables-save dump (and its ip6tables-save twin) through
+``iptables-restore``/``ip6tables-restore``, an nft ruleset through libnftables, into
+the current network namespace (the caller enters the lab's host first).
+
+Rates are slowed to 1/minute, as ``pfc verify`` slows pfc's own (``verifier.firewall.
+slowed``): a lab run takes seconds, in which a fast bucket refills while the path
+interpreter judges every packet at one instant; both sides are slowed alike, so the
+comparison stays exact on which packets reach a bucket and on its size.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+
+from pfc.frontend.source import SourceFile
+
+_IPT_RATES = re.compile(r"(--limit|--hashlimit-upto|--hashlimit-above)\s+\d+/\w+")
+_NFT_RATES = re.compile(r"(limit\s+rate\s+(?:over\s+)?)\d+\s*/\s*(second|minute|hour|day"
+                        r"|week)")
+TARGETS = {"iptables": "iptables", "nft": "nft", "nft-json": "nft"}
+
+
+class LoadFailed(RuntimeError):
+    """The kernel refused the original ruleset."""
+
+
+@dataclass(frozen=True)
+class Original:
+    fmt: str
+    sources: tuple[SourceFile, ...]
+    families: tuple[int, ...] = ()  # iptables: the family of each source
+
+    @property
+    def target(self) -> str:
+        """The pfc target the original is compared with by default."""
+        return TARGETS[self.fmt]
+
+    def load(self) -> None:
+        """Load the ruleset (slowed) into the current network namespace."""
+        if self.fmt == "iptables":
+            for source, family in zip(self.sources, self.families, strict=True):
+                tool = "ip6tables-nft-restore" if family == 6 else "iptables-nft-restore"
+                _run([tool], slowed(source.text, self.fmt).encode())
+        else:
+            import nftables
+            nft = nftables.Nftables()
+            if self.fmt == "nft-json":
+                nft.set_json_output(True)
+            rc, _, err = nft.cmd(slowed(self.sources[0].text, self.fmt))
+            if rc != 0:
+                raise LoadFailed(f"nft refused the original ruleset: {err.strip()}")
+
+
+def slowed(text: str, fmt: str) -> str:
+    if fmt == "iptables":
+        return _IPT_RATES.sub(lambda m: f"{m.group(1)} 1/min", text)
+    if fmt == "nft":
+        return _NFT_RATES.sub(lambda m: f"{m.group(1)}1/minute", text)
+    return re.sub(r'("rate":\s*)\d+(,\s*"per":\s*)"\w+"', r'\g<1>1\g<2>"minute"', text)
+
+
+def original(sources: list[SourceFile], fmt: str | None = None) -> Original:
+    """The original of an import: its format and, for iptables, each dump's family."""
+    from pfc.importers.detect import detect
+    from pfc.importers.iptables.dump import read_dump
+    fmt = fmt or detect(sources[0])
+    families: tuple[int, ...] = ()
+    if fmt == "iptables":
+        first = read_dump(sources[0]).family or 4
+        families = (first,) if len(sources) == 1 else (first, 10 - first)
+    return Original(fmt, tuple(sources), families)
+
+
+def _run(argv: list[str], data: bytes) -> None:
+    result = subprocess.run(argv, input=data, capture_output=True, check=False)
+    if result.returncode:
+        raise LoadFailed(f"`{' '.join(argv)}` refused the original ruleset: "
+                         f"{result.stderr.decode(errors='replace').strip()}")
