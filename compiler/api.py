@@ -355,7 +355,8 @@ def verify_against(policy: PolicyInput, original: Iterable[str | os.PathLike], *
     from pfc.importers.driver import read_input
     from pfc.importers.original import original as original_of
     from pfc.verifier import firewall
-    ruleset = front(policy).require_ruleset()
+    from pfc.importers.original import lab_ruleset
+    ruleset = lab_ruleset(front(policy).require_ruleset())
     source = original_of([read_input(f) for f in original], fmt)
     return firewall.against(ruleset, target or source.target, source.load, n=n,
                             seed=seed, keep=lambda item: not extension_header(item))

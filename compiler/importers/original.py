@@ -74,6 +74,27 @@ def original(sources: list[SourceFile], fmt: str | None = None) -> Original:
     return Original(fmt, tuple(sources), families)
 
 
+def lab_ruleset(ruleset):
+    """``ruleset`` with a host to test on: an interface for each name pattern its rules
+    use (``ppp*`` → ``ppp0``) and, so that packets come from outside and are forwarded,
+    at least two interfaces besides ``lo`` (``eth0``, ``eth1``): imported rulesets name
+    no ``interface`` lines. Nothing in a compiled artifact depends on them."""
+    from dataclasses import replace
+
+    from pfc.frontend import ir
+    from pfc.frontend.firewall.ruleset import Interface
+    named = {i.name for i in ruleset.interfaces}
+    for rule in ruleset.rules:
+        for m in rule.matches:
+            if isinstance(m, ir.IfaceMatch):
+                named |= {n.rstrip("*") + ("0" if n.endswith("*") else "") for n in m.names}
+    named.discard("lo")
+    extra = [n for n in ("eth0", "eth1") if n not in named][:max(0, 2 - len(named))]
+    known = {i.name for i in ruleset.interfaces}
+    add = [Interface(n) for n in sorted(named - known) + extra]
+    return replace(ruleset, interfaces=ruleset.interfaces + tuple(add))
+
+
 def _run(argv: list[str], data: bytes) -> None:
     result = subprocess.run(argv, input=data, capture_output=True, check=False)
     if result.returncode:
