@@ -214,6 +214,14 @@ def _command(dump: Dump, table: Table, words: list[Word], origin: Origin) -> Non
         if dump.family not in (None, family):
             return  # `-6 -A ...` in an iptables (IPv4) file: restore skips it
         words = words[1:]
+    if len(words) == 1 and words[0].text in ("-F", "--flush", "-X", "--delete-chain",
+                                             "-Z", "--zero"):
+        if words[0].text in ("-F", "--flush"):
+            table.lines = []
+        elif words[0].text in ("-X", "--delete-chain"):
+            table.chains.clear()
+            table.lines = [line for line in table.lines if line.chain in BUILTIN[table.name]]
+        return
     if len(words) < 2:
         _problem(dump, "not an iptables-restore command", origin)
         return
@@ -230,11 +238,18 @@ def _command(dump: Dump, table: Table, words: list[Word], origin: Origin) -> Non
         table.lines.append(Line(table.name, chain, rest, origin, insert, position))
     elif verb in ("-N", "--new-chain"):
         table.chains.setdefault(chain, origin)
+    elif verb in ("-F", "--flush"):
+        table.lines = [line for line in table.lines if line.chain != chain]
+    elif verb in ("-X", "--delete-chain"):
+        table.chains.pop(chain, None)
+        table.lines = [line for line in table.lines if line.chain != chain]
+    elif verb in ("-Z", "--zero"):
+        pass
     elif verb in ("-P", "--policy") and len(words) >= 3:
         _declaration(dump, table, f":{chain} {words[2].text}", origin)
     else:
-        _problem(dump, f"`{verb}`: pfc imports what iptables-save writes (-A, -I, -N, "
-                 "-P and chain declarations)", origin)
+        _problem(dump, f"`{verb}`: pfc imports what iptables-restore reads (-A, -I, -N, "
+                 "-P, -F, -X, -Z and chain declarations)", origin)
 
 
 def _problem(dump: Dump, message: str, origin: Origin) -> None:
