@@ -107,6 +107,9 @@ def _place(out: Words, current: Module | None, opt: Opt) -> Module | None:
     name = opt.name
     if name in GENERAL:  # anywhere in the rule, also after the target
         key = GENERAL[name]
+        if (key == "-f") != (not opt.args):
+            raise Refuse(f"`{name}` " + ("takes no value" if key == "-f" else
+                                         "needs a value"), opt.span)
         if key in out.general:
             raise Refuse(f"`{name}` given twice", opt.span)
         out.general[key] = opt
