@@ -95,11 +95,21 @@ def rule_line(rule: Rule, names: dict[str, str] | None = None) -> str:
     protocol, matches = _protocol(rule)
     if protocol:
         parts.append(protocol)
-    parts += [m.text() for m in matches]
+    parts += [m.text() for m in sorted(matches, key=_rank)]
     parts += rule.options
     if rule.to is not None:
         parts.append(f"to {rule.to}")
     return " ".join(parts) + "  " + _one_line("# " + where(rule))
+
+
+ORDER = ("iif", "oif", "ether-src", "ether-dst", "src", "dst", "proto", "sport", "dport",
+         "flags", "icmp-type", "icmp-code", "ttl", "len", "frag", "ct", "ct-status",
+         "ct-mark", "mark", "dst-type", "src-type")
+
+
+def _rank(m: Match) -> int:
+    """Matches in the order a person writes them: interfaces, addresses, ports, ..."""
+    return ORDER.index(m.field) if m.field in ORDER else len(ORDER)
 
 
 def where(rule: Rule) -> str:

@@ -22,7 +22,8 @@ def test_a_server_dump_reads_as_a_person_would_write_it():
                        "pass ct state related,established", "pass tcp dport 22",
                        "pass udp src 10.0.0.0/8 dport { 53, 1000-2000 }",
                        "reject tcp with tcp-reset", "}",
-                       "forward {", "default drop", "pass ip6", "}"]
+                       "forward {", "default drop", "pass ip6", "}",
+                       "output {", "default drop", "pass ip6", "}"]
     assert "pass tcp dport 22  # rules.v4:7: ssh" in r.text
 
 
@@ -125,7 +126,7 @@ def test_goto_below_a_jump_returns_to_the_jumper():
 def test_mangle_input_runs_first_in_the_input_block():
     text = dump("-A INPUT -p tcp --dport 22 -j MARK --set-mark 5",
                 "-A INPUT -s 10.0.0.1 -j ACCEPT", "-A INPUT -j MARK --set-mark 7",
-                table="mangle") + dump("-A INPUT -m mark --mark 7 -j DROP")[40:]
+                table="mangle") + dump("-A INPUT -m mark --mark 7 -j DROP", header="")
     r = imported(text)
     assert r.complete, reasons(r)
     lines = body(r)
