@@ -3,6 +3,8 @@ where, RETURN and goto, tables, both families (docs/import.md)."""
 
 from __future__ import annotations
 
+import re
+
 from pfc.frontend.fmt import format_source
 from pfc.frontend.source import SourceFile
 from tests.importers.helpers import body, dump, imported, reasons
@@ -24,7 +26,7 @@ def test_a_server_dump_reads_as_a_person_would_write_it():
                        "reject tcp with tcp-reset", "}",
                        "forward {", "default drop", "pass ip6", "}",
                        "output {", "default drop", "pass ip6", "}"]
-    assert "pass tcp dport 22  # rules.v4:7: ssh" in r.text
+    assert re.search(r"pass tcp dport 22 +# rules.v4:7: ssh", r.text)
 
 
 def test_the_result_is_formatted_and_checked():
@@ -56,7 +58,7 @@ def test_ip6tables_twin_merged_rule_by_rule():
     lines = body(r)
     assert lines[:7] == ["input {", "default drop", "pass iif lo", "pass icmp", "pass icmp6",
                          "pass tcp dport 22", "pass udp src ::/0 dport 546"]
-    assert "pass iif lo  # rules.v4:6, rules.v6:6" in r.text
+    assert re.search(r"pass iif lo +# rules.v4:6, rules.v6:6", r.text)
 
 
 def test_families_with_different_policies_get_a_last_rule_for_the_second():
@@ -86,8 +88,8 @@ def test_return_with_several_matches_moves_the_rest_to_a_chain_of_its_own():
     assert r.complete, reasons(r)
     lines = body(r)
     assert lines[:3] == ["chain C-1 {", "drop", "}"]
-    assert lines[3:6] == ["chain C {", "jump C-1 !src 10.0.0.0/8", "jump C-1 src 10.0.0.0/8 "
-                          "!iif eth0"]
+    assert lines[3:6] == ["chain C {", "jump C-1 !src 10.0.0.0/8", "jump C-1 !iif eth0 "
+                          "src 10.0.0.0/8"]
 
 
 def test_return_on_a_port_is_refused():
@@ -145,7 +147,7 @@ def test_nat_table_rules_and_chains():
     lines = body(r)
     assert "dnat tcp !iif docker0 dport 8080 to 172.17.0.2:80" in lines
     assert "jump nat-DOCKER dst-type local" in lines
-    assert "masquerade src 172.17.0.0/16 !oif docker0" in lines
+    assert "masquerade !oif docker0 src 172.17.0.0/16" in lines
 
 
 def test_disjunctions_become_disjoint_rules():

@@ -46,17 +46,6 @@ def resolve(out, table: str, blocks: dict, chains: dict[str, list[Item]]) -> Non
     for name, items in chains.items():
         if name in used:
             out.chains[name] = items
-    for name, b in blocks.items():
-        if b is False and name in used and chains[name]:
-            _jump_first(out, name)
-
-
-def _jump_first(out, name: str) -> None:
-    """``jump mangle-INPUT`` first in the ``input`` block (made if missing)."""
-    from pfc.importers.iptables.tables import MANGLE_FIRST, BlockRules
-    block_name = MANGLE_FIRST[name.removeprefix("mangle-")]
-    block = out.blocks.setdefault(block_name, BlockRules([], "pass"))
-    block.items.insert(0, Rule("jump", None, chain=name))
 
 
 def _references(items: list[Item]) -> list[Rule]:

@@ -85,10 +85,25 @@ def read_family(dump: Dump, family: int) -> FamilyRules:
                                             origin.span))
             bases[BLOCKS[(table.name, builtin)]] = BlockRules(rules, default, origin)
         flow.resolve(out, table.name, bases, chains)
+    _mangle_jumps(out)
     for name, block in list(out.blocks.items()):
         if not block.items and block.default in (None, "pass"):
             del out.blocks[name]
     return out
+
+
+def _mangle_jumps(out: FamilyRules) -> None:
+    """``jump mangle-INPUT`` first in the ``input`` block (made if missing), for each
+    mangle INPUT/FORWARD/OUTPUT chain with rules; the empty ones are left out."""
+    for builtin, block_name in MANGLE_FIRST.items():
+        name = f"mangle-{builtin}"
+        if name not in out.chains:
+            continue
+        if not any(isinstance(i, Rule) for i in out.chains[name]):
+            del out.chains[name]
+            continue
+        block = out.blocks.setdefault(block_name, BlockRules([], "pass"))
+        block.items.insert(0, Rule("jump", None, chain=name))
 
 
 def _refuse_all(out: FamilyRules, table, reason: str) -> None:
