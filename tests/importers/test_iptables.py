@@ -26,7 +26,7 @@ def test_a_server_dump_reads_as_a_person_would_write_it():
                        "reject tcp with tcp-reset", "}",
                        "forward {", "default drop", "pass ip6", "}",
                        "output {", "default drop", "pass ip6", "}"]
-    assert re.search(r"pass tcp dport 22 +# rules.v4:7: ssh", r.text)
+    assert re.search(r"pass tcp dport 22 +# rules.v4:8: ssh", r.text)
 
 
 def test_the_result_is_formatted_and_checked():
@@ -134,7 +134,7 @@ def test_mangle_input_runs_first_in_the_input_block():
     lines = body(r)
     assert lines[:4] == ["chain mangle-INPUT {", "mark tcp dport 22 to 5",
                          "mark !src 10.0.0.1 to 7", "}"]
-    assert lines[lines.index("input {") + 2] == "jump mangle-INPUT"
+    assert lines[lines.index("input {") + 3] == "jump mangle-INPUT"
 
 
 def test_nat_table_rules_and_chains():
