@@ -167,6 +167,12 @@ class Refuse(Exception):  # noqa: N818  (a signal, caught where the rule is know
         self.at = at
 
 
+def negatable(conj: tuple[Match, ...]) -> bool:
+    """Whether ``not conj`` can be written as pfc matches exactly: each match's field
+    is one every packet at a netfilter hook has (docs/import.md "RETURN")."""
+    return all(m.field in ALWAYS_PRESENT or m.field in ("iif", "oif") for m in conj)
+
+
 # ------------------------------------------------------------- joining matches
 
 # Fields pfc's checker refuses twice in a rule (it merges the others itself): their

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from pfc.importers.iptables import values
 from pfc.importers.iptables.words import Module, Opt, Words
-from pfc.importers.model import ALWAYS_PRESENT, Match, Refuse, conjoin
+from pfc.importers.model import Match, Refuse, conjoin
 
 Conj = tuple[Match, ...]
 PROTO_WORDS = {("tcp", 4): "tcp", ("tcp", 6): "tcp", ("udp", 4): "udp", ("udp", 6): "udp",
@@ -418,8 +418,3 @@ _HANDLERS = {
     "hl": _ttl, "limit": _limit, "hashlimit": _hashlimit,
 }
 
-
-def negatable(conj: Conj) -> bool:
-    """Whether ``not conj`` can be written as pfc matches exactly: each match's field
-    is one every packet at a netfilter hook has (docs/import.md "RETURN")."""
-    return all(m.field in ALWAYS_PRESENT or m.field in ("iif", "oif") for m in conj)

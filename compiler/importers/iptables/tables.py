@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pfc.importers.iptables import flow
+from pfc.importers import flow
 from pfc.importers.iptables.dump import BUILTIN, Dump, Line
 from pfc.importers.iptables.matches import convert_matches
 from pfc.importers.iptables.targets import convert_target
@@ -84,7 +84,7 @@ def read_family(dump: Dump, family: int) -> FamilyRules:
                                             "pfc's nat blocks have no default",
                                             origin.span))
             bases[BLOCKS[(table.name, builtin)]] = BlockRules(rules, default, origin)
-        flow.resolve(out, table.name, bases, chains)
+        flow.resolve(out, bases, chains)
     _mangle_jumps(out)
     for name, block in list(out.blocks.items()):
         if not block.items and block.default in (None, "pass"):

@@ -1,4 +1,5 @@
-"""iptables' RETURN and goto in pfc's words (docs/import.md "RETURN and goto").
+"""RETURN and goto (iptables' and nft's alike) in pfc's words (docs/import.md
+"RETURN and goto").
 
 pfc has no ``return``, and its ``goto`` ends in the hook's default where iptables'
 ``-g`` ends in the chain below the goer on the call stack. So:
@@ -21,16 +22,25 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pfc.importers.iptables.matches import negatable
-from pfc.importers.model import Item, Match, Refusal, Refuse, Rule, Skipped, conjoin
+from pfc.importers.model import (
+    Item,
+    Match,
+    Refusal,
+    Refuse,
+    Rule,
+    Skipped,
+    conjoin,
+    negatable,
+)
 
 _NUMBERS = {"tcp": "6", "udp": "17", "icmp": "1", "icmp6": "58"}
 
 
-def resolve(out, table: str, blocks: dict, chains: dict[str, list[Item]]) -> None:
-    """``blocks``: pfc block name → BlockRules, or a mangle chain's name → False (that
-    chain is jumped to first in its block); ``chains``: every chain of the table.
-    Fills ``out.blocks`` and ``out.chains``."""
+def resolve(out, blocks: dict, chains: dict[str, list[Item]]) -> None:
+    """``blocks``: pfc block name → its rules (``.items``, ``.default``), or a chain's
+    name → False (a chain jumped to first in its block, ``mangle-INPUT``); ``chains``:
+    every chain of the table. Fills ``out.blocks`` and ``out.chains`` (``out``: has
+    those and ``refusals``)."""
     real = {name: b for name, b in blocks.items() if b is not False}
     tails = _tails(real, chains)
     for name, block in real.items():

@@ -1,0 +1,455 @@
+"""One nft rule read into matches and statements (``pfc.importers.nft.ast``), and the
+values they take: words, ``{ sets }``, ``@refs``, ``$defines``, concatenations
+``a . b``, flag lists ``a,b`` / ``a | b``, masks ``a / b``, maps ``k : v``.
+"""
+
+from __future__ import annotations
+
+from pfc.frontend.source import SourceFile, Span
+from pfc.importers.model import Origin
+from pfc.importers.nft.ast import NftRule, Rel, Stmt, Val
+from pfc.importers.nft.lexer import Tok
+
+HEADERS = frozenset(("ip", "ip6", "tcp", "udp", "udplite", "sctp", "dccp", "icmp",
+                     "icmpv6", "igmp", "ether", "vlan", "arp", "th", "ah", "esp", "comp",
+                     "dst", "frag", "hbh", "mh", "srh", "gre", "gretap", "vxlan",
+                     "geneve", "cgroupv2", "socket", "osf", "ipsec", "tunnel", "dccp"))
+META_KEYS = frozenset(("iif", "iifname", "oif", "oifname", "mark", "l4proto", "nfproto",
+                       "protocol", "pkttype", "skuid", "skgid", "length", "priority",
+                       "cpu", "iifgroup", "oifgroup", "cgroup", "iiftype", "oiftype",
+                       "nftrace", "rtclassid", "secmark", "random", "ibrname",
+                       "obrname", "ibriport", "obriport", "time", "day", "hour", "sdif",
+                       "sdifname", "broute", "ibrpvid", "ibrvproto", "ipsec"))
+VERDICTS = frozenset(("accept", "drop", "continue", "return"))
+STATEMENTS = frozenset(("reject", "counter", "log", "limit", "jump", "goto", "queue",
+                        "dnat", "snat", "masquerade", "redirect", "notrack", "comment",
+                        "flow", "dup", "fwd", "tproxy", "synproxy", "quota", "meter",
+                        "add", "update", "delete", "xt", "last"))
+OPS = {"==": "==", "!=": "!=", "<": "<", ">": ">", "<=": "<=", ">=": ">=", "eq": "==",
+       "ne": "!=", "lt": "<", "gt": ">", "le": "<=", "ge": ">=", "!": "!"}
+END = ("nl", "eof")
+
+
+class ParseError(Exception):
+    def __init__(self, message: str, span: Span | None = None):
+        super().__init__(message)
+        self.message, self.span = message, span
+
+
+class Cursor:
+    def __init__(self, source: SourceFile, toks: list[Tok], defines: dict):
+        self.source, self.toks, self.i, self.defines = source, toks, 0, defines
+
+    def peek(self, k: int = 0) -> Tok:
+        return self.toks[min(self.i + k, len(self.toks) - 1)]
+
+    def next(self) -> Tok:
+        tok = self.peek()
+        self.i = min(self.i + 1, len(self.toks) - 1)
+        return tok
+
+    def at_end(self) -> bool:
+        return self.peek().kind == "eof"
+
+    def span(self, a: Tok, b: Tok) -> Span:
+        return Span(self.source.name, a.start, max(a.end, b.end))
+
+    def origin(self, a: Tok, b: Tok) -> Origin:
+        span = self.span(a, b)
+        line = self.source.position(span.start)[0]
+        return Origin(span, line, " ".join(self.source.text[span.start:span.end].split()))
+
+    def expect(self, text: str) -> Tok:
+        tok = self.next()
+        if not tok.is_(text):
+            raise ParseError(f"expected `{text}`, found `{tok.text or 'the end'}`",
+                             self.span(tok, tok))
+        return tok
+
+    def expect_word(self) -> Tok:
+        tok = self.next()
+        if tok.kind not in ("word", "str"):
+            raise ParseError(f"expected a name, found `{tok.text or 'the end'}`",
+                             self.span(tok, tok))
+        return tok
+
+    def expect_kind(self, kind: str) -> Tok:
+        tok = self.next()
+        if tok.kind != kind:
+            raise ParseError(f"expected a {kind}, found `{tok.text or 'the end'}`",
+                             self.span(tok, tok))
+        return tok
+
+    def rule_end(self) -> bool:
+        tok = self.peek()
+        return tok.kind in END or tok.is_(";", "}")
+
+    def skip_statement(self) -> None:
+        """To the end of the statement: its newline or `;`, past any `{ ... }` it
+        opened; a `}` closing an enclosing block is left for it."""
+        depth = 0
+        while not self.at_end():
+            tok = self.peek()
+            if tok.is_("{"):
+                depth += 1
+            elif tok.is_("}"):
+                if depth == 0:
+                    return
+                depth -= 1
+            elif depth == 0 and (tok.kind == "nl" or tok.is_(";")):
+                self.next()
+                return
+            self.next()
+
+    def skip_block(self) -> None:
+        if not self.peek().is_("{"):
+            return
+        depth = 0
+        while not self.at_end():
+            tok = self.next()
+            depth += tok.is_("{") - tok.is_("}")
+            if depth == 0:
+                return
+
+    def words_until(self, *stops: str) -> list[Tok]:
+        out = []
+        while not self.at_end() and not (self.peek().kind in stops or self.peek().is_(*stops)):
+            out.append(self.next())
+        return out
+
+
+# ------------------------------------------------------------------------ rules
+
+def read_rule(cur: Cursor) -> NftRule:
+    first = cur.peek()
+    nodes = []
+    comment = ""
+    last = first
+    while not cur.rule_end():
+        node = _node(cur)
+        if isinstance(node, Stmt) and node.name == "comment":
+            comment = node.value.text if node.value else ""
+        else:
+            nodes.append(node)
+        last = cur.toks[cur.i - 1]
+    return NftRule(nodes, cur.origin(first, last), comment)
+
+
+def _node(cur: Cursor) -> Rel | Stmt:
+    tok = cur.peek()
+    if tok.kind != "word":
+        raise ParseError(f"`{tok.text}`: expected a match or a statement",
+                         cur.span(tok, tok))
+    if tok.text in VERDICTS:
+        cur.next()
+        return Stmt(tok.text, cur.span(tok, tok))
+    if tok.text in STATEMENTS:
+        return _statement(cur)
+    sel = [_selector(cur)]
+    if cur.peek().is_("set"):
+        cur.next()
+        value = read_value(cur)
+        return Stmt("set", cur.span(tok, cur.toks[cur.i - 1]), value=value,
+                    sel=tuple(sel))
+    while cur.peek().is_("."):
+        cur.next()
+        sel.append(_selector(cur))
+    return _relation(cur, tuple(sel), tok)
+
+
+def _selector(cur: Cursor) -> str:
+    tok = cur.next()
+    word = tok.text
+    if tok.kind != "word":
+        raise ParseError(f"`{word}`: expected a match", cur.span(tok, tok))
+    if word in META_KEYS:
+        return f"meta {word}"
+    if word == "meta":
+        return f"meta {cur.expect_word().text}"
+    if word == "ct":
+        parts = [cur.expect_word().text]
+        if parts[0] in ("original", "reply") and cur.peek().kind == "word":
+            parts.append(cur.next().text)
+        return "ct " + " ".join(parts)
+    if word == "fib":
+        parts = [cur.expect_word().text]
+        while cur.peek().is_("."):
+            cur.next()
+            parts.append(cur.expect_word().text)
+        parts.append(cur.expect_word().text)
+        return "fib " + " ".join(parts)
+    if word in ("tcp", "ip") and cur.peek().is_("option"):
+        cur.next()
+        parts = [cur.expect_word().text]
+        if cur.peek().kind == "word" and cur.peek().text not in ("set", "exists",
+                                                                  "missing"):
+            parts.append(cur.next().text)
+        return f"{word} option " + " ".join(parts)
+    if word in HEADERS or word in ("rt", "numgen", "jhash", "symhash", "exthdr"):
+        return f"{word} {cur.expect_word().text}"
+    raise ParseError(f"`{word}`: not a match or a statement nft has", cur.span(tok, tok))
+
+
+def _relation(cur: Cursor, sel: tuple[str, ...], first: Tok) -> Rel:
+    mask = None
+    if cur.peek().is_("&"):
+        cur.next()
+        mask = _primary(cur, flags=True)
+    op = "=="
+    if cur.peek().is_("vmap"):
+        cur.next()
+        op = "vmap"
+    elif cur.peek().kind in ("op", "punct", "word") and cur.peek().text in OPS:
+        op = OPS[cur.next().text]
+    if cur.rule_end():
+        raise ParseError(f"`{' . '.join(sel)}` without a value", cur.span(first, first))
+    value = read_value(cur)
+    return Rel(sel, op, value, cur.span(first, cur.toks[cur.i - 1]), mask)
+
+
+# ------------------------------------------------------------------------ values
+
+def read_value(cur: Cursor, in_set: bool = False) -> Val:
+    """A value: a concatenation, flags (``a,b`` outside sets, ``a | b``), a spaced
+    range ``a - b``, a mask ``a / b``."""
+    first = cur.peek()
+    parts = [_primary(cur)]
+    while cur.peek().is_("."):
+        cur.next()
+        parts.append(_primary(cur))
+    value = parts[0] if len(parts) == 1 else Val("concat", "", cur.span(first, first),
+                                                 tuple(parts))
+    if cur.peek().is_("-") and not in_set or cur.peek().is_("-") and in_set:
+        cur.next()
+        value = Val("range", "", value.span, (value, _primary(cur)))
+    flags = [value]
+    while cur.peek().is_("|") or (cur.peek().is_(",") and not in_set
+                                   and cur.peek(1).kind == "word"):
+        cur.next()
+        flags.append(_primary(cur))
+    if len(flags) > 1:
+        value = Val("flags", "", value.span, tuple(flags))
+    if cur.peek().is_("/"):
+        cur.next()
+        value = Val("masked", "", value.span, (value, read_value(cur, in_set)))
+    return value
+
+
+def _primary(cur: Cursor, flags: bool = False) -> Val:
+    tok = cur.next()
+    span = cur.span(tok, tok)
+    if tok.is_("{"):
+        return _set_literal(cur, tok)
+    if tok.is_("("):
+        inner = read_value(cur)
+        cur.expect(")")
+        return inner
+    if tok.kind == "var":
+        if tok.text[1:] not in cur.defines:
+            raise ParseError(f"`{tok.text}` is not defined", span)
+        return cur.defines[tok.text[1:]]
+    if tok.kind == "setref":
+        return Val("ref", tok.text[1:], span)
+    if tok.kind == "str":
+        return Val("str", tok.text, span)
+    if tok.kind == "word":
+        if flags and cur.peek().is_("|"):
+            items = [Val("word", tok.text, span)]
+            while cur.peek().is_("|"):
+                cur.next()
+                items.append(_primary(cur))
+            return Val("flags", "", span, tuple(items))
+        return Val("word", tok.text, span)
+    raise ParseError(f"`{tok.text or 'the end'}`: expected a value", span)
+
+
+def _set_literal(cur: Cursor, open_tok: Tok) -> Val:
+    items = []
+    while True:
+        while cur.peek().kind == "nl" or cur.peek().is_(","):
+            cur.next()
+        if cur.peek().is_("}"):
+            end = cur.next()
+            return Val("set", "", cur.span(open_tok, end), tuple(items))
+        if cur.at_end():
+            raise ParseError("a set without its `}`", cur.span(open_tok, open_tok))
+        item = _element(cur)
+        if item.kind == "set":  # `{ $defined_set, x }`
+            items += list(item.items)
+        else:
+            items.append(item)
+
+
+def _element(cur: Cursor) -> Val:
+    key = read_value(cur, in_set=True)
+    if key.kind == "word" and ":" in key.text and key.text.rsplit(":", 1)[1] in VERDICTS:
+        left, right = key.text.rsplit(":", 1)  # `25:accept`
+        key = Val("map", "", key.span, (Val("word", left, key.span),
+                                        Val("word", right, key.span)))
+    elif cur.peek().is_(":"):
+        cur.next()
+        target = _verdict_or_value(cur)
+        key = Val("map", "", key.span, (key, target))
+    while cur.peek().is_("timeout", "expires", "comment", "counter", "packets",
+                         "bytes"):
+        cur.next()
+        if not cur.peek().is_(",", "}") and cur.peek().kind != "nl":
+            cur.next()
+    return key
+
+
+def _verdict_or_value(cur: Cursor) -> Val:
+    tok = cur.peek()
+    if tok.is_("jump", "goto"):
+        cur.next()
+        target = cur.expect_word()
+        return Val(tok.text, target.text, cur.span(tok, target))
+    return read_value(cur, in_set=True)
+
+
+# ------------------------------------------------------------------------ statements
+
+def _statement(cur: Cursor) -> Stmt:
+    tok = cur.next()
+    name = tok.text
+    options: dict = {}
+    value = None
+    if name in ("jump", "goto"):
+        value = Val("word", cur.expect_word().text, cur.span(tok, tok))
+    elif name == "reject":
+        if cur.peek().is_("with"):
+            cur.next()
+            options["with"] = tuple(t.text for t in _words(cur, 3))
+    elif name == "comment":
+        value = Val("str", cur.expect_kind("str").text, cur.span(tok, tok))
+    elif name in ("counter", "log", "limit", "masquerade", "redirect", "queue",
+                  "notrack", "flow", "dnat", "snat"):
+        options, value = _options(cur, name)
+    else:
+        options["words"] = tuple(t.text for t in _rest(cur))
+    return Stmt(name, cur.span(tok, cur.toks[cur.i - 1]), options, value)
+
+
+def _words(cur: Cursor, n: int) -> list[Tok]:
+    out = []
+    while len(out) < n and cur.peek().kind in ("word", "str") and not cur.rule_end() \
+            and cur.peek().text not in VERDICTS | STATEMENTS:
+        out.append(cur.next())
+    return out
+
+
+def _rest(cur: Cursor) -> list[Tok]:
+    out = []
+    while not cur.rule_end():
+        if cur.peek().is_("{"):
+            start = cur.i
+            cur.skip_block()
+            out += cur.toks[start:cur.i]
+        else:
+            out.append(cur.next())
+    return out
+
+
+_NAT_FLAGS = frozenset(("random", "fully-random", "persistent", "netmap", "prefix"))
+_OPTION_WORDS = {
+    "counter": ("packets", "bytes", "name"),
+    "log": ("prefix", "level", "group", "snaplen", "queue-threshold", "flags"),
+    "limit": ("rate", "burst", "name", "over"),
+    "queue": ("num", "to", "flags", "bypass", "fanout"),
+    "flow": ("add", "offload"),
+}
+
+
+def _options(cur: Cursor, name: str) -> tuple[dict, Val | None]:
+    """Keyword options of a statement (``log prefix "x" level warn``), up to the next
+    match, statement or the rule's end."""
+    options: dict = {}
+    value = None
+    if name in ("dnat", "snat", "masquerade", "redirect"):
+        return _nat_options(cur, name)
+    keys = _OPTION_WORDS.get(name, ())
+    while not cur.rule_end() and cur.peek().text in keys:
+        key = cur.next().text
+        if name == "limit" and key == "rate":
+            options["rate"] = _rate(cur)
+        elif key in ("over", "bypass", "fanout"):
+            options[key] = True
+        elif key == "burst":
+            options["burst"] = cur.next().text
+            if cur.peek().is_("packets", "bytes"):
+                options["burst-unit"] = cur.next().text
+        elif key == "flags" and name == "log":
+            options["flags"] = [cur.next().text]
+            while cur.peek().is_(","):
+                cur.next()
+                options["flags"].append(cur.next().text)
+        else:
+            options[key] = cur.next().text
+    return options, value
+
+
+def _rate(cur: Cursor) -> str:
+    """``10/second``, ``10 / second``, ``over 10/minute``, ``1 mbytes/second``."""
+    words = []
+    if cur.peek().is_("over"):
+        cur.next()
+        words.append("over")
+    while not cur.rule_end() and len(words) < 5 and not cur.peek().is_("burst") \
+            and cur.peek().text not in VERDICTS | STATEMENTS:
+        tok = cur.next()
+        words.append(tok.text)
+        if "/" in tok.text and not tok.text.endswith("/"):
+            break
+        if tok.is_("/"):
+            words.append(cur.next().text)
+            break
+    return " ".join(words)
+
+
+def _nat_options(cur: Cursor, name: str) -> tuple[dict, Val | None]:
+    options: dict = {}
+    value = None
+    if cur.peek().is_("ip", "ip6") and not cur.peek(1).is_("saddr", "daddr"):
+        options["family"] = cur.next().text
+    if cur.peek().is_("addr", "prefix"):
+        options["kind"] = cur.next().text
+    if cur.peek().is_("to"):
+        cur.next()
+        value = _nat_target(cur)
+    while not cur.rule_end() and (cur.peek().text in _NAT_FLAGS or cur.peek().is_(",")):
+        options.setdefault("flags", []).append(cur.next().text)
+    return options, value
+
+
+def _nat_target(cur: Cursor) -> Val:
+    """``1.2.3.4``, ``1.2.3.4:80``, ``[::1]:80``, ``:8080``, ``ip saddr map { ... }``."""
+    tok = cur.peek()
+    if tok.is_(":"):
+        cur.next()
+        port = _primary(cur)
+        return Val("port", port.text, cur.span(tok, tok), (port,))
+    if tok.is_("["):
+        cur.next()
+        addr = cur.next()
+        cur.expect("]")
+        port = None
+        if cur.peek().is_(":") or (cur.peek().kind == "word" and cur.peek().text.startswith(":")):
+            colon = cur.next()
+            port = colon.text[1:] if colon.text != ":" else cur.next().text
+        text = f"[{addr.text}]" + (f":{port}" if port else "")
+        return Val("word", text, cur.span(tok, tok))
+    if tok.kind == "word" and (tok.text in HEADERS or tok.text in META_KEYS
+                               or tok.text in ("meta", "ct", "numgen", "jhash")):
+        sel = [_selector(cur)]
+        while cur.peek().is_("."):
+            cur.next()
+            sel.append(_selector(cur))
+        cur.expect("map")
+        mapping = _primary(cur)
+        return Val("lookup", "", cur.span(tok, tok), (mapping,), tuple(sel))
+    value = read_value(cur)
+    if cur.peek().is_(":"):
+        cur.next()
+        port = _primary(cur)
+        return Val("word", f"{value.text}:{port.text}", value.span)
+    return value
