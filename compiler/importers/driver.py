@@ -81,6 +81,7 @@ def import_sources(sources: list[SourceFile], fmt: str | None = None,
     fw, families = _read(sources, fmt)
     result = ImportResult("", fmt, [], [], {s.name: s for s in sources}, fw,
                           families=families)
+    result.sources.update(fw.extra_sources)
     printed, compiled = _checked(fw, families, output_name)
     result.text = format_module(compiled.module)
     result.compiled = compiled
@@ -95,6 +96,9 @@ def _read(sources: list[SourceFile], fmt: str) -> tuple[Firewall, frozenset[int]
     if fmt == "iptables":
         from pfc.importers.iptables import import_iptables
         return import_iptables(sources)
+    if fmt in ("nft", "nft-json"):
+        from pfc.importers.nft import import_nft
+        return import_nft(sources, json=fmt == "nft-json")
     raise UnknownFormat(f"importing {fmt} is not written yet")
 
 

@@ -43,12 +43,12 @@ def merge(families: dict[int, tuple[dict[str, Listed], dict[str, list[Item]]]]
     if len(families) == 1:
         (family, (blocks, chains)), = families.items()
         for name in _ordered(blocks):
-            fw.blocks.append(_one_family(name, blocks[name], family))
+            fw.blocks.append(one_family(name, blocks[name], family))
         fw.chains = [Chain(n, list(items)) for n, items in chains.items()]
         return fw
     (b4, c4), (b6, c6) = families[4], families[6]
     for name in _ordered({**b4, **b6}):
-        fw.blocks.append(_merged_block(name, b4.get(name), b6.get(name)))
+        fw.blocks.append(merged_block(name, b4.get(name), b6.get(name)))
     for name in list(dict.fromkeys([*c4, *c6])):
         fw.chains.append(Chain(name, _merged(c4.get(name, []), c6.get(name, []))))
     return fw
@@ -58,7 +58,7 @@ def _ordered(blocks: dict) -> list[str]:
     return sorted(blocks, key=lambda n: PATH_ORDER.index(n) if n in PATH_ORDER else 99)
 
 
-def _one_family(name: str, listed: Listed, family: int) -> Block:
+def one_family(name: str, listed: Listed, family: int) -> Block:
     other = OTHER[family]
     items = list(listed.items)
     if items or listed.default == "drop":
@@ -68,7 +68,7 @@ def _one_family(name: str, listed: Listed, family: int) -> Block:
     return Block(name, items, listed.default)
 
 
-def _merged_block(name: str, a: Listed | None, b: Listed | None) -> Block:
+def merged_block(name: str, a: Listed | None, b: Listed | None) -> Block:
     a = a or Listed([], "pass" if (b and b.default) else None)
     b = b or Listed([], "pass" if a.default else None)
     items = _merged(a.items, b.items)

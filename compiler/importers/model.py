@@ -152,6 +152,7 @@ class Firewall:
     refusals: list[Refusal] = field(default_factory=list)
     remarks: list[Remark] = field(default_factory=list)
     source_rules: int = 0  # the rules the source holds (each -A line, each nft rule)
+    extra_sources: dict = field(default_factory=dict)  # included files, by name
 
     def block(self, name: str) -> Block | None:
         return next((b for b in self.blocks if b.name == name), None)
