@@ -170,7 +170,7 @@ def assemble(action: str, conj: Conj, rule: NftRule, options: tuple, to: str | N
     if len(numbers) > 1:
         return None
     protocol = None
-    rest = [m for m in conj if m.field != "family" and not (m in protos)]
+    rest = [m for m in conj if m.field != "family" and m not in protos]
     if numbers:
         protocol = _keyword(numbers.pop(), family, rest)
         if protocol is None:

@@ -112,6 +112,9 @@ def _single(sel: str, op: str, value: Val, mask: Val | None, rel: Rel, sets: dic
     if field == "family":
         return _family(base, texts, op, rel)
     texts = _ordered(_compare(kind, op, texts, rel))
+    if field == "proto" and op == "==" and len(texts) > 1 and all(
+            t.isdigit() for t in texts):  # `meta l4proto { tcp, udp }`: one per protocol
+        return [base + (Match(field, (t,)),) for t in texts]
     return [base + (Match(field, tuple(texts), op == "!="),)]
 
 

@@ -216,8 +216,6 @@ def _block(out: _Out, key: str, group: list[Base]) -> Block | None:
     name = group[0].block
     devices = group[0].chain.devices
     label = name if not devices else f"{name} {', '.join(_device(d) for d in devices)}"
-    policy = (lambda b: None if b.chain.type == "nat" else
-              b.chain.policy.replace("accept", "pass"))
     families = sorted({b.family for b in group}, key=str)
     if len(group) == 1 and group[0].family is None:
         return Block(label, group[0].items, policy(group[0]))
@@ -234,6 +232,10 @@ def _block(out: _Out, key: str, group: list[Base]) -> Block | None:
     for b in group:
         _refuse_chain(out, b.chain, reason)
     return None
+
+
+def policy(b: Base) -> str | None:
+    return None if b.chain.type == "nat" else b.chain.policy.replace("accept", "pass")
 
 
 def _device(name: str) -> str:
