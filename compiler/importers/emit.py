@@ -54,8 +54,8 @@ def emit(fw: Firewall, families: frozenset[int] = frozenset((4, 6))) -> Printed:
         rows += _container(f"chain {names[chain.name]}", chain.items, None, names,
                            reach[chain.name], chain.comment)
     for block in fw.blocks:
-        rows += _container(block.name, block.items, block.default, names, families,
-                           block.comment)
+        rows += _container(block.name, block.items, block.default, names,
+                           block.reach or families, block.comment)
     text = []
     for number, (line, item) in enumerate(rows, start=1):
         text.append(line)
@@ -210,7 +210,7 @@ def _reach(fw: Firewall, chains: list[Chain], families: frozenset[int]
                 reach[i.chain] |= {i.family} if i.family else here
 
     for block in fw.blocks:
-        note(block.items, families)
+        note(block.items, block.reach or families)
     for chain in reversed(chains):  # callers after callees: walk callers first
         note(chain.items, frozenset(reach[chain.name]))
     return {k: frozenset(v) for k, v in reach.items()}

@@ -36,14 +36,15 @@ class Listed:
     policy: Origin | None = None
 
 
-def merge(families: dict[int, tuple[dict[str, Listed], dict[str, list[Item]]]]
-          ) -> Firewall:
-    """``families``: IP version → (blocks by name, chains by name)."""
+def merge(families: dict[int, tuple[dict[str, Listed], dict[str, list[Item]]]],
+          why: str = "not in the dump (an empty {tool} accepts it)") -> Firewall:
+    """``families``: IP version → (blocks by name, chains by name). ``why``: the
+    comment of the first rule that lets the other family pass, when there is one."""
     fw = Firewall()
     if len(families) == 1:
         (family, (blocks, chains)), = families.items()
         for name in _ordered(blocks):
-            fw.blocks.append(one_family(name, blocks[name], family))
+            fw.blocks.append(one_family(name, blocks[name], family, why))
         fw.chains = [Chain(n, list(items)) for n, items in chains.items()]
         return fw
     (b4, c4), (b6, c6) = families[4], families[6]
@@ -58,14 +59,15 @@ def _ordered(blocks: dict) -> list[str]:
     return sorted(blocks, key=lambda n: PATH_ORDER.index(n) if n in PATH_ORDER else 99)
 
 
-def one_family(name: str, listed: Listed, family: int) -> Block:
+def one_family(name: str, listed: Listed, family: int,
+               why: str = "not in the dump (an empty {tool} accepts it)") -> Block:
     other = OTHER[family]
     items = list(listed.items)
     if items or listed.default == "drop":
+        tool = f"ip{'6' if other == 6 else ''}tables"
         items.insert(0, Rule("pass", None, FAMILY_WORD[other], family=other,
-                             comment=f"IPv{other}: not in the dump (an empty "
-                             f"ip{'6' if other == 6 else ''}tables accepts it)"))
-    return Block(name, items, listed.default)
+                             comment=f"IPv{other}: " + why.format(tool=tool)))
+    return Block(name, items, listed.default, reach=frozenset((family,)))
 
 
 def merged_block(name: str, a: Listed | None, b: Listed | None) -> Block:

@@ -111,6 +111,7 @@ class Block:
     items: list[Item] = field(default_factory=list)
     default: str | None = None
     comment: str = ""
+    reach: frozenset[int] | None = None  # the IP versions its rules see (None: all)
 
 
 @dataclass

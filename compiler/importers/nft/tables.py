@@ -221,7 +221,9 @@ def _block(out: _Out, key: str, group: list[Base]) -> Block | None:
         return Block(label, group[0].items, policy(group[0]))
     if len(group) == 1:
         b = group[0]
-        return one_family(label, Listed(b.items, policy(b), None), b.family)
+        return one_family(label, Listed(b.items, policy(b), None), b.family,
+                          why=f"no ip{'' if b.family == 6 else '6'} chain on this hook "
+                          "(nft lets it pass)")
     if len(group) == 2 and families == [4, 6]:
         v4, v6 = sorted(group, key=lambda b: b.family)
         return merged_block(label, Listed(v4.items, policy(v4)),
