@@ -151,8 +151,9 @@ class _State:
                 self.out.append(rule)
 
     def finish(self) -> None:
-        if self.limit is not None:
-            raise Refuse("a limit with no statement after it", self.limit.span)
+        """A limit with nothing after it decides nothing and counts nothing: the rule
+        does nothing pfc can see (its bucket's tokens are nobody's business)."""
+        self.limit = None
 
 
 def assemble(action: str, conj: Conj, rule: NftRule, options: tuple, to: str | None,

@@ -138,8 +138,8 @@ def read_rule(cur: Cursor) -> NftRule:
 def _node(cur: Cursor) -> Rel | Stmt:
     tok = cur.peek()
     if tok.kind != "word":
-        raise ParseError(f"`{tok.text}`: expected a match or a statement",
-                         cur.span(tok, tok))
+        raise ParseError(f"`{tok.text}`: an nft expression pfc does not read (expected "
+                         "a match or a statement here)", cur.span(tok, tok))
     if tok.text in VERDICTS:
         cur.next()
         return Stmt(tok.text, cur.span(tok, tok))
@@ -187,7 +187,8 @@ def _selector(cur: Cursor) -> str:
         return f"{word} option " + " ".join(parts)
     if word in HEADERS or word in ("rt", "numgen", "jhash", "symhash", "exthdr"):
         return f"{word} {cur.expect_word().text}"
-    raise ParseError(f"`{word}`: not a match or a statement nft has", cur.span(tok, tok))
+    raise ParseError(f"`{word}`: an nft expression pfc does not read (an unknown match, "
+                     "arithmetic or bit operations on a value)", cur.span(tok, tok))
 
 
 def _relation(cur: Cursor, sel: tuple[str, ...], first: Tok) -> Rel:
