@@ -26,6 +26,7 @@ input forward output postrouting chain interface address gateway reject notrack 
 dnat snat masquerade jump goto with status iif oif ether-src ether-dst ether-type
 vlan-id icmp-code dst-type src-type""".split())
 PIN_ANY = {4: "0.0.0.0/0", 6: "::/0"}
+MAX_NAME = 31  # pfc's longest chain name (nft's own limit is longer)
 PROTO_KEYWORD = {"6": "tcp", "17": "udp"}
 
 
@@ -51,8 +52,10 @@ def emit(fw: Firewall, families: frozenset[int] = frozenset((4, 6))) -> Printed:
     if fw.defines or fw.sets:
         rows.append(("", None))
     for chain in chains:
+        comment = chain.comment or (f"chain {chain.name} of the source"
+                                    if names[chain.name] != chain.name else "")
         rows += _container(f"chain {names[chain.name]}", chain.items, None, names,
-                           reach[chain.name], chain.comment)
+                           reach[chain.name], comment)
     for block in fw.blocks:
         rows += _container(block.name, block.items, block.default, names,
                            block.reach or families, block.comment)
@@ -160,8 +163,11 @@ def _names(fw: Firewall) -> dict[str, str]:
             name = re.sub(r"[^A-Za-z0-9_-]", "_", name)
             if not _NAME.fullmatch(name) or name in KEYWORDS:
                 name = "c_" + name
+        name = name[:MAX_NAME]
+        n = 1
         while name in taken:
-            name += "_"
+            n += 1
+            name = f"{name[:MAX_NAME - len(str(n)) - 1]}_{n}"
         taken.add(name)
         out[chain.name] = name
     return out

@@ -51,7 +51,7 @@ def merge(families: dict[int, tuple[dict[str, Listed], dict[str, list[Item]]]],
     for name in _ordered({**b4, **b6}):
         fw.blocks.append(merged_block(name, b4.get(name), b6.get(name)))
     for name in list(dict.fromkeys([*c4, *c6])):
-        fw.chains.append(Chain(name, _merged(c4.get(name, []), c6.get(name, []))))
+        fw.chains.append(Chain(name, merged(c4.get(name, []), c6.get(name, []))))
     return fw
 
 
@@ -73,7 +73,7 @@ def one_family(name: str, listed: Listed, family: int,
 def merged_block(name: str, a: Listed | None, b: Listed | None) -> Block:
     a = a or Listed([], "pass" if (b and b.default) else None)
     b = b or Listed([], "pass" if a.default else None)
-    items = _merged(a.items, b.items)
+    items = merged(a.items, b.items)
     default = a.default
     if a.default != b.default:
         items.append(Rule(b.default or "pass", b.policy, FAMILY_WORD[6], family=6,
@@ -81,7 +81,7 @@ def merged_block(name: str, a: Listed | None, b: Listed | None) -> Block:
     return Block(name, items, default)
 
 
-def _merged(a: list[Item], b: list[Item]) -> list[Item]:
+def merged(a: list[Item], b: list[Item]) -> list[Item]:
     """IPv4 list ``a`` and IPv6 list ``b`` as one list (module docstring)."""
     keys_a, keys_b = [_key(i) for i in a], [_key(i) for i in b]
     out: list[Item] = []

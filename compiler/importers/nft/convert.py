@@ -79,7 +79,8 @@ def convert_rule(rule: NftRule, ctx: Context) -> list[Rule]:
 class _State:
     def __init__(self, rule: NftRule, ctx: Context):
         self.rule, self.ctx = rule, ctx
-        self.alts: list[Conj] = [()]
+        self.alts: list[Conj] = [(Match("family", (str(ctx.family),)),)] if ctx.family \
+            else [()]
         self.out: list[Rule] = []
         self.limit: Stmt | None = None
         self.ended = False

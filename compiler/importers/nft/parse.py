@@ -176,10 +176,21 @@ def _chain(cur: Cursor, ruleset: Ruleset, table: NftTable, name: Tok, tok: Tok) 
             continue
         try:
             if not _chain_setting(cur, chain):
+                cur.chain_name = chain.name
                 chain.rules.append(read_rule(cur))
+                _bindings(cur, table)
         except ParseError as exc:
             _problem(ruleset, cur, exc, first)
             cur.skip_statement()
+
+
+def _bindings(cur: Cursor, table: NftTable) -> None:
+    """The chain bindings (``jump { ... }``) a rule held, as chains of the table."""
+    for name, rules, span in cur.anonymous:
+        while name in table.chains:
+            name += "x"
+        table.chains[name] = NftChain(name, span, rules=rules)
+    cur.anonymous.clear()
 
 
 def _chain_setting(cur: Cursor, chain: NftChain) -> bool:
@@ -301,7 +312,9 @@ def _command(cur: Cursor, ruleset: Ruleset, verb: Tok) -> None:
         if cur.peek().is_("position", "index", "handle"):
             cur.next()
             cur.next()
+        cur.chain_name = chain.name
         rule = read_rule(cur)
+        _bindings(cur, table)
         if verb.is_("insert"):
             chain.rules.insert(0, rule)
         else:

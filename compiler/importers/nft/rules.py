@@ -39,6 +39,9 @@ class ParseError(Exception):
 class Cursor:
     def __init__(self, source: SourceFile, toks: list[Tok], defines: dict):
         self.source, self.toks, self.i, self.defines = source, toks, 0, defines
+        self.chain_name = "anon"  # the chain being read (names its chain bindings)
+        self.serial = 0
+        self.anonymous: list = []  # chain bindings read: (name, rules, span)
 
     def peek(self, k: int = 0) -> Tok:
         return self.toks[min(self.i + k, len(self.toks) - 1)]
@@ -283,6 +286,7 @@ def _set_literal(cur: Cursor, open_tok: Tok) -> Val:
 
 def _element(cur: Cursor) -> Val:
     key = read_value(cur, in_set=True)
+    _element_options(cur)
     if key.kind == "word" and ":" in key.text and key.text.rsplit(":", 1)[1] in VERDICTS:
         left, right = key.text.rsplit(":", 1)  # `25:accept`
         key = Val("map", "", key.span, (Val("word", left, key.span),
@@ -291,12 +295,17 @@ def _element(cur: Cursor) -> Val:
         cur.next()
         target = _verdict_or_value(cur)
         key = Val("map", "", key.span, (key, target))
-    while cur.peek().is_("timeout", "expires", "comment", "counter", "packets",
-                         "bytes"):
-        cur.next()
-        if not cur.peek().is_(",", "}") and cur.peek().kind != "nl":
-            cur.next()
+        _element_options(cur)
     return key
+
+
+def _element_options(cur: Cursor) -> None:
+    """``timeout 1s``, ``expires 2s``, ``comment "x"``, ``counter packets 0 bytes 0``."""
+    while cur.peek().is_("timeout", "expires", "comment", "counter", "packets", "bytes"):
+        word = cur.next()
+        if not word.is_("counter") and not cur.peek().is_(",", "}", ":") \
+                and cur.peek().kind != "nl":
+            cur.next()
 
 
 def _verdict_or_value(cur: Cursor) -> Val:
@@ -315,7 +324,9 @@ def _statement(cur: Cursor) -> Stmt:
     name = tok.text
     options: dict = {}
     value = None
-    if name in ("jump", "goto"):
+    if name in ("jump", "goto") and cur.peek().is_("{"):
+        value = Val("word", _anonymous(cur), cur.span(tok, tok))
+    elif name in ("jump", "goto"):
         value = Val("word", cur.expect_word().text, cur.span(tok, tok))
     elif name == "reject":
         if cur.peek().is_("with"):
@@ -329,6 +340,28 @@ def _statement(cur: Cursor) -> Stmt:
     else:
         options["words"] = tuple(t.text for t in _rest(cur))
     return Stmt(name, cur.span(tok, cur.toks[cur.i - 1]), options, value)
+
+
+def _anonymous(cur: Cursor) -> str:
+    """``jump { rules }`` (a chain binding): its rules as a chain named after the
+    chain it is bound in, ``NAME-N`` (``cur.anonymous`` collects them)."""
+    open_tok = cur.next()
+    cur.serial += 1
+    name = f"{cur.chain_name}-{cur.serial}"
+    rules = []
+    while True:
+        tok = cur.peek()
+        if tok.kind == "eof":
+            raise ParseError("a chain binding without its `}`", cur.span(open_tok, open_tok))
+        if tok.is_("}"):
+            cur.next()
+            break
+        if tok.kind == "nl" or tok.is_(";"):
+            cur.next()
+            continue
+        rules.append(read_rule(cur))
+    cur.anonymous.append((name, rules, cur.span(open_tok, open_tok)))
+    return name
 
 
 def _words(cur: Cursor, n: int) -> list[Tok]:

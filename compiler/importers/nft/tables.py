@@ -8,15 +8,17 @@ families are (``pfc.importers.families``); more than that on one block is refuse
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from pfc.importers import flow
-from pfc.importers.families import Listed, merged_block, one_family
+from pfc.importers.families import Listed, merged, merged_block, one_family
 from pfc.importers.model import Block, Chain, Firewall, Item, Refusal, Refuse, Remark, Skipped
 from pfc.importers.nft.ast import NftChain, NftTable, Ruleset
 from pfc.importers.nft.convert import Context, convert_rule
 
 FAMILY = {"ip": 4, "ip6": 6, "inet": None, "netdev": None}
+_IFNAME = re.compile(r"[A-Za-z0-9_.@-]{1,15}")
 CONNTRACK, DSTNAT, SRCNAT = -200, -100, 100
 
 
@@ -35,6 +37,7 @@ class _Out:
     remarks: list[Remark] = field(default_factory=list)
     blocks: dict = field(default_factory=dict)
     chains: dict = field(default_factory=dict)
+    chain_family: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -67,14 +70,29 @@ def read_tables(ruleset: Ruleset) -> Firewall:
 
 
 def _chain_names(ruleset: Ruleset) -> dict[tuple[str, str, str], str]:
-    """(family, table, chain) → the pfc chain name: the chain's own, or ``table-chain``
-    when two tables have a chain of that name."""
-    seen: dict[str, int] = {}
+    """(family, table, chain) → the pfc chain name: the chain's own; ``table-chain``
+    when tables of other names have a chain of that name; ``family-table-chain`` when
+    tables of one name in other families do. An ``ip`` and an ``ip6`` table of one name
+    share their chains' names: such twins become one chain (``_store``)."""
+    def domain(t: NftTable) -> str:
+        return "ip" if t.family in ("ip", "ip6") else t.family
+
+    owners: dict[str, set] = {}
     for t in ruleset.tables:
         for c in t.chains.values():
-            seen[c.name] = seen.get(c.name, 0) + 1
-    return {(t.family, t.name, c.name): c.name if seen[c.name] == 1 else f"{t.name}-{c.name}"
-            for t in ruleset.tables for c in t.chains.values()}
+            owners.setdefault(c.name, set()).add((domain(t), t.name))
+    names = {}
+    for t in ruleset.tables:
+        for c in t.chains.values():
+            found = owners[c.name]
+            if len(found) == 1:
+                name = c.name
+            elif len({n for _, n in found}) == len(found):
+                name = f"{t.name}-{c.name}"
+            else:
+                name = f"{domain(t)}-{t.name}-{c.name}"
+            names[(t.family, t.name, c.name)] = name
+    return names
 
 
 def _refuse_table(out: _Out, table: NftTable, reason: str) -> None:
@@ -106,10 +124,28 @@ def _table(out: _Out, table: NftTable, has_nat: set, names: dict) -> list[Base]:
         default = None if chain.type == "nat" else chain.policy.replace("accept", "pass")
         blocks[key] = _Rules(items, default)
         bases.append(Base(block, chain, table, FAMILY[table.family]))
-    flow.resolve(out, blocks, chains)
+    local = _Out()
+    flow.resolve(local, blocks, chains)
+    out.refusals += local.refusals
+    for name, items in local.chains.items():
+        _store(out, name, items, FAMILY[table.family])
     for base in bases:
-        base.items = out.blocks.pop(f"{table.name}:{base.chain.name}").items
+        base.items = local.blocks.pop(f"{table.name}:{base.chain.name}").items
     return bases
+
+
+def _store(out: _Out, name: str, items: list[Item], family: int | None) -> None:
+    """A chain into the firewall; the twin of an ``ip`` chain in the ``ip6`` table of
+    the same name is merged with it (``families``: each rule keeps its family)."""
+    if name not in out.chains:
+        out.chains[name] = items
+        out.chain_family[name] = family
+        return
+    if out.chain_family[name] == 4:
+        out.chains[name] = merged(out.chains[name], items)
+    else:
+        out.chains[name] = merged(items, out.chains[name])
+    out.chain_family[name] = None
 
 
 def _items(out: _Out, chain: NftChain, ctx: Context, table: NftTable,
@@ -166,6 +202,9 @@ def block_of(chain: NftChain, table: NftTable, has_nat: set) -> str:
             raise Refuse(f"netdev hook `{hook}`")
         if not chain.devices:
             raise Refuse(f"a netdev {hook} chain without its device")
+        if any(not _IFNAME.fullmatch(d) for d in chain.devices):
+            raise Refuse(f"netdev {hook} devices {', '.join(chain.devices)}: pfc names "
+                         "each device (no patterns)")
         return hook
     if kind == "nat":
         if hook not in ("prerouting", "input", "output", "postrouting"):
