@@ -27,6 +27,7 @@ from pfc.importers.model import (
     Match,
     Refusal,
     Refuse,
+    Remark,
     Rule,
     Skipped,
     conjoin,
@@ -56,6 +57,22 @@ def resolve(out, blocks: dict, chains: dict[str, list[Item]]) -> None:
     for name, items in chains.items():
         if name in used:
             out.chains[name] = items
+        else:
+            _unused(out, name, items)
+
+
+def _unused(out, name: str, items: list[Item]) -> None:
+    """A chain no block reaches decides nothing: left out, with a remark; what in it
+    pfc could not say is a remark too, not a refusal."""
+    origins = {id(i.origin) for i in items if i.origin is not None}
+    refused = [r for r in out.refusals if id(r.origin) in origins]
+    out.refusals[:] = [r for r in out.refusals if id(r.origin) not in origins]
+    first = next((i.origin for i in items if i.origin is not None), None)
+    if first is None:
+        return
+    out.remarks.append(Remark(f"chain `{name}` is left out: no hook reaches it"
+                              + (f" ({len(refused)} of its rules pfc could not say)"
+                                 if refused else ""), first.span))
 
 
 def _references(items: list[Item]) -> list[Rule]:

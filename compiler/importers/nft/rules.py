@@ -334,8 +334,8 @@ def _statement(cur: Cursor) -> Stmt:
             options["with"] = tuple(t.text for t in _words(cur, 3))
     elif name == "comment":
         value = Val("str", cur.expect_kind("str").text, cur.span(tok, tok))
-    elif name in ("counter", "log", "limit", "masquerade", "redirect", "queue",
-                  "notrack", "flow", "dnat", "snat"):
+    elif name in ("counter", "log", "limit", "masquerade", "redirect", "notrack",
+                  "flow", "dnat", "snat"):
         options, value = _options(cur, name)
     else:
         options["words"] = tuple(t.text for t in _rest(cur))
