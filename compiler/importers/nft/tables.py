@@ -102,31 +102,32 @@ def _refuse_table(out: _Out, table: NftTable, reason: str) -> None:
 
 
 def _table(out: _Out, table: NftTable, has_nat: set, names: dict) -> list[Base]:
-    ctx = Context(FAMILY[table.family], table.sets, out.remarks)
+    local = _Out()
+    ctx = Context(FAMILY[table.family], table.sets, local.remarks)
     bases: list[Base] = []
     blocks: dict[str, _Rules] = {}
     chains: dict[str, list[Item]] = {}
     for chain in table.chains.values():
-        items = _items(out, chain, ctx, table, names)
+        items = _items(local, chain, ctx, table, names)
         if not chain.base:
             chains[names[(table.family, table.name, chain.name)]] = items
             continue
         try:
             block = block_of(chain, table, has_nat)
         except Refuse as refused:
-            _refuse_chain(out, chain, refused.reason)
+            _refuse_chain(local, chain, refused.reason)
             continue
         if chain.type == "nat" and chain.policy != "accept":
-            _refuse_chain(out, chain, "a nat chain with policy drop: pfc's nat blocks have "
-                          "no default")
+            _refuse_chain(local, chain, "a nat chain with policy drop: pfc's nat blocks "
+                          "have no default")
             continue
         key = f"{table.name}:{chain.name}"
         default = None if chain.type == "nat" else chain.policy.replace("accept", "pass")
         blocks[key] = _Rules(items, default)
         bases.append(Base(block, chain, table, FAMILY[table.family]))
-    local = _Out()
     flow.resolve(local, blocks, chains)
     out.refusals += local.refusals
+    out.remarks += local.remarks
     for name, items in local.chains.items():
         _store(out, name, items, FAMILY[table.family])
     for base in bases:
