@@ -109,6 +109,8 @@ class _State:
                                            "which pfc does not model", stmt.span))
         elif name in REFUSED:
             raise Refuse(f"`{name}`: {REFUSED[name]}", stmt.span)
+        elif name == "unreadable":
+            raise Refuse(stmt.options["message"], stmt.span)
         else:
             self.action(stmt)
 

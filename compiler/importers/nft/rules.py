@@ -151,7 +151,13 @@ def _node(cur: Cursor) -> Rel | Stmt:
     sel = [_selector(cur)]
     if cur.peek().is_("set"):
         cur.next()
-        value = read_value(cur)
+        if cur.peek().kind == "word" and (cur.peek().text in HEADERS | META_KEYS or
+                                          cur.peek().text in ("meta", "ct", "rt", "fib",
+                                                              "numgen", "jhash", "symhash")):
+            start = cur.peek()
+            value = Val("selector", _selector(cur), cur.span(start, start))
+        else:
+            value = read_value(cur)
         return Stmt("set", cur.span(tok, cur.toks[cur.i - 1]), value=value,
                     sel=tuple(sel))
     while cur.peek().is_("."):
@@ -359,7 +365,12 @@ def _anonymous(cur: Cursor) -> str:
         if tok.kind == "nl" or tok.is_(";"):
             cur.next()
             continue
-        rules.append(read_rule(cur))
+        try:
+            rules.append(read_rule(cur))
+        except ParseError as exc:  # one rule of the binding, not the binding, is lost
+            rules.append(NftRule([Stmt("unreadable", exc.span or cur.span(tok, tok),
+                                       {"message": exc.message})], cur.origin(tok, tok)))
+            cur.skip_statement()
     cur.anonymous.append((name, rules, cur.span(open_tok, open_tok)))
     return name
 
@@ -413,9 +424,10 @@ def _options(cur: Cursor, name: str) -> tuple[dict, Val | None]:
             if cur.peek().is_("packets", "bytes"):
                 options["burst-unit"] = cur.next().text
         elif key == "flags" and name == "log":
-            options["flags"] = [cur.next().text]
-            while cur.peek().is_(","):
-                cur.next()
+            options["flags"] = []
+            while not cur.rule_end() and cur.peek().kind == "word" and \
+                    cur.peek().text not in keys and cur.peek().text not in VERDICTS | \
+                    STATEMENTS or cur.peek().is_(","):
                 options["flags"].append(cur.next().text)
         else:
             options[key] = cur.next().text
