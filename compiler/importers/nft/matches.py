@@ -80,7 +80,7 @@ def element_alternatives(sel: tuple[str, ...], key: Val, rel: Rel, sets: dict,
 
 
 def _concat(rel: Rel, sets: dict, family: int | None) -> list[Conj]:
-    if rel.op not in ("==",) or rel.mask is not None:
+    if rel.op not in ("", "==") or rel.mask is not None:
         raise Refuse("a negated or masked concatenation: pfc has no one match for it",
                      rel.span)
     out = []
@@ -106,6 +106,9 @@ def _single(sel: str, op: str, value: Val, mask: Val | None, rel: Rel, sets: dic
         return [base + c for c in _bits(kind, op, value, mask, rel, sets)]
     if mask is not None:
         raise Refuse(f"`{sel} & ...`: a masked match pfc has no word for", rel.span)
+    op = "==" if op == "" else op
+    if op == "!":
+        raise Refuse(f"`{sel} ! ...`: a bit test on a field that is not flags", rel.span)
     texts = [t for leaf in v.leaves(value, sets) for t in _texts(kind, leaf, family)]
     if not texts:
         return [] if op != "!=" else [base]
@@ -215,17 +218,12 @@ def _ct_status(op: str, words: list[str], value: Val, mask: Val | None, rel: Rel
     if unknown:
         raise Refuse(f"ct status `{unknown[0]}`: pfc knows expected, seen-reply, confirmed, "
                      "snat and dnat", value.span)
-    if mask is not None or op in ("==", "!=") and (len(words) > 1 or value.kind == "set"):
-        raise Refuse("ct status compared whole: pfc tests status bits one by one",
-                     rel.span)
-    if op == "!=":
-        raise Refuse("`ct status != X` compares the whole status: pfc tests bits",
-                     rel.span)
+    if mask is not None or op in ("==", "!=") or value.kind in ("set", "ref"):
+        raise Refuse("ct status compared whole (`==`, `!=`, a set of values): pfc tests "
+                     "status bits one by one", rel.span)
     parts = [Match("ct-status", (w,)) for w in words]
     if op == "!":
         return [tuple(p.negate() for p in parts)]
-    if value.kind == "set":
-        raise Refuse("ct status in a set of exact values: pfc tests bits", rel.span)
     return [tuple(q.negate() for q in parts[:i]) + (p,) for i, p in enumerate(parts)]
 
 
@@ -234,6 +232,7 @@ def _tcp_flags(op: str, value: Val, mask: Val | None, rel: Rel, sets: dict) -> l
         mask, value = value.items[1], value.items[0]
         op = "==" if op in ("==", "") else op
     if mask is not None:
+        op = "==" if op == "" else op
         bits_mask = _flag_bits(mask)
         exact = [_flag_bits(leaf) for leaf in v.leaves(value, sets)]
         if op not in ("==", "!=") or (op == "!=" and len(exact) > 1):
@@ -242,6 +241,7 @@ def _tcp_flags(op: str, value: Val, mask: Val | None, rel: Rel, sets: dict) -> l
         return alts
     leaves = v.leaves(value, sets)
     if value.kind in ("set", "ref"):
+        op = "==" if op == "" else op
         if op not in ("==", "!="):
             raise Refuse("`tcp flags` against a set with a comparison", rel.span)
         exact = [_flag_bits(leaf) for leaf in leaves]

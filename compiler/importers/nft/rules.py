@@ -205,7 +205,7 @@ def _relation(cur: Cursor, sel: tuple[str, ...], first: Tok) -> Rel:
     if cur.peek().is_("&"):
         cur.next()
         mask = _primary(cur, flags=True)
-    op = "=="
+    op = ""  # implicit: on flags "any of them", elsewhere equality
     if cur.peek().is_("vmap"):
         cur.next()
         op = "vmap"
