@@ -14,7 +14,7 @@ from pfc.frontend.source import MAX_POLICY_BYTES, SourceFile, Span
 from pfc.importers.model import Origin
 from pfc.importers.nft.ast import NftChain, NftSet, NftTable, Problem, Ruleset
 from pfc.importers.nft.lexer import Tok, tokens
-from pfc.importers.nft.rules import Cursor, ParseError, read_rule, read_value
+from pfc.importers.nft.rules import Cursor, ParseError, read_rule, read_value, unreadable
 
 FAMILIES = ("ip", "ip6", "inet", "arp", "bridge", "netdev")
 PRIORITIES = {"raw": -300, "mangle": -150, "dstnat": -100, "filter": 0, "security": 50,
@@ -179,9 +179,10 @@ def _chain(cur: Cursor, ruleset: Ruleset, table: NftTable, name: Tok, tok: Tok) 
                 cur.chain_name = chain.name
                 chain.rules.append(read_rule(cur))
                 _bindings(cur, table)
-        except ParseError as exc:
-            _problem(ruleset, cur, exc, first)
+        except ParseError as exc:  # the rule stays, unreadable, where it was
+            chain.rules.append(unreadable(cur, exc, first))
             cur.skip_statement()
+            cur.anonymous.clear()
 
 
 def _bindings(cur: Cursor, table: NftTable) -> None:

@@ -123,6 +123,17 @@ class Cursor:
 
 # ------------------------------------------------------------------------ rules
 
+def unreadable(cur: Cursor, exc: ParseError, first: Tok) -> NftRule:
+    """A rule pfc could not read, kept in its place so that it is refused there (and
+    counts for nothing in a chain no hook reaches)."""
+    end = first
+    j = cur.i
+    while j < len(cur.toks) and cur.toks[j].kind not in END and not cur.toks[j].is_(";"):
+        end = cur.toks[j]
+        j += 1
+    return NftRule([Stmt("unreadable", exc.span or cur.span(first, first),
+                         {"message": exc.message})], cur.origin(first, end))
+
 def read_rule(cur: Cursor) -> NftRule:
     first = cur.peek()
     nodes = []
@@ -156,6 +167,9 @@ def _node(cur: Cursor) -> Rel | Stmt:
                                                               "numgen", "jhash", "symhash")):
             start = cur.peek()
             value = Val("selector", _selector(cur), cur.span(start, start))
+            if cur.peek().is_("map"):
+                cur.next()
+                value = Val("lookup", "", value.span, (_primary(cur),), (value.text,))
         else:
             value = read_value(cur)
         return Stmt("set", cur.span(tok, cur.toks[cur.i - 1]), value=value,
@@ -368,8 +382,7 @@ def _anonymous(cur: Cursor) -> str:
         try:
             rules.append(read_rule(cur))
         except ParseError as exc:  # one rule of the binding, not the binding, is lost
-            rules.append(NftRule([Stmt("unreadable", exc.span or cur.span(tok, tok),
-                                       {"message": exc.message})], cur.origin(tok, tok)))
+            rules.append(unreadable(cur, exc, tok))
             cur.skip_statement()
     cur.anonymous.append((name, rules, cur.span(open_tok, open_tok)))
     return name
