@@ -120,6 +120,11 @@ def _set(ruleset: Ruleset, body: dict, span: Span, is_map: bool) -> None:
                      is_map)
     for element in body.get("elem", []):
         nft_set.elements.append(_element(element, span))
+        if isinstance(element, dict) and set(element.get("elem", {})) - {
+                "val", "counter", "timeout", "expires", "comment"}:
+            nft_set.dynamic = True  # a limit or a quota every lookup runs
+    if any("limit" in s or "quota" in s for s in body.get("stmt", [])):
+        nft_set.dynamic = True
     table.sets[body["name"]] = nft_set
 
 

@@ -278,8 +278,13 @@ def _set_setting(cur: Cursor, nft_set: NftSet, tok: Tok) -> None:
         nft_set.dynamic |= "dynamic" in nft_set.flags or "timeout" in nft_set.flags
     elif tok.is_("elements"):
         cur.expect("=")
+        cur.stateful = False
         value = read_value(cur)
         nft_set.elements += list(value.items if value.kind == "set" else (value,))
+        nft_set.dynamic |= cur.stateful
+    elif tok.is_("limit", "quota", "ct"):  # statements every lookup runs
+        nft_set.dynamic = True
+        cur.skip_statement()
     elif tok.is_("timeout", "gc-interval"):
         nft_set.dynamic = True
         cur.skip_statement()

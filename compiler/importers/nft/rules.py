@@ -42,6 +42,7 @@ class Cursor:
         self.chain_name = "anon"  # the chain being read (names its chain bindings)
         self.serial = 0
         self.anonymous: list = []  # chain bindings read: (name, rules, span)
+        self.stateful = False  # a set element carried a limit or a quota
 
     def peek(self, k: int = 0) -> Tok:
         return self.toks[min(self.i + k, len(self.toks) - 1)]
@@ -320,12 +321,19 @@ def _element(cur: Cursor) -> Val:
 
 
 def _element_options(cur: Cursor) -> None:
-    """``timeout 1s``, ``expires 2s``, ``comment "x"``, ``counter packets 0 bytes 0``."""
-    while cur.peek().is_("timeout", "expires", "comment", "counter", "packets", "bytes"):
+    """``timeout 1s``, ``expires 2s``, ``comment "x"``, ``counter packets 0 bytes 0``;
+    ``limit rate ...`` and ``quota ...`` (statements a lookup runs: ``cur.stateful``)."""
+    while cur.peek().is_("timeout", "expires", "comment", "counter", "packets", "bytes",
+                         "limit", "quota", "rate", "burst", "over", "until", "used"):
         word = cur.next()
-        if not word.is_("counter") and not cur.peek().is_(",", "}", ":") \
-                and cur.peek().kind != "nl":
+        if word.is_("limit", "quota"):
+            cur.stateful = True
+        if not word.is_("counter", "limit", "quota", "over") and not cur.peek().is_(
+                ",", "}", ":") and cur.peek().kind != "nl":
             cur.next()
+            if cur.peek().is_("/"):  # `1 / second`
+                cur.next()
+                cur.next()
 
 
 def _verdict_or_value(cur: Cursor) -> Val:
@@ -432,6 +440,13 @@ def _options(cur: Cursor, name: str) -> tuple[dict, Val | None]:
             options["rate"] = _rate(cur)
         elif key in ("over", "bypass", "fanout"):
             options[key] = True
+        elif key == "name" and name == "counter":  # a named counter, maybe by a map
+            options["name"] = _primary(cur).text
+            if cur.peek().kind == "word" and cur.peek().text in HEADERS | META_KEYS:
+                _selector(cur)
+            if cur.peek().is_("map"):
+                cur.next()
+                _primary(cur)
         elif key == "burst":
             options["burst"] = cur.next().text
             if cur.peek().is_("packets", "bytes"):
