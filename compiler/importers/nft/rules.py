@@ -440,7 +440,7 @@ def _options(cur: Cursor, name: str) -> tuple[dict, Val | None]:
             options["rate"] = _rate(cur)
         elif key in ("over", "bypass", "fanout"):
             options[key] = True
-        elif key == "name" and name == "counter":  # a named counter, maybe by a map
+        elif key == "name" and name in ("counter", "limit"):  # a named object, maybe by map
             options["name"] = _primary(cur).text
             if cur.peek().kind == "word" and cur.peek().text in HEADERS | META_KEYS:
                 _selector(cur)
