@@ -441,9 +441,10 @@ def _options(cur: Cursor, name: str) -> tuple[dict, Val | None]:
         elif key in ("over", "bypass", "fanout"):
             options[key] = True
         elif key == "name" and name in ("counter", "limit"):  # a named object, maybe by map
-            options["name"] = _primary(cur).text
             if cur.peek().kind == "word" and cur.peek().text in HEADERS | META_KEYS:
-                _selector(cur)
+                options["name"] = _selector(cur)
+            else:
+                options["name"] = _primary(cur).text
             if cur.peek().is_("map"):
                 cur.next()
                 _primary(cur)
