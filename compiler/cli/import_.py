@@ -37,6 +37,10 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", metavar="OUT.pf",
                    help="write the policy here (set files beside it); default: "
                         "standard output")
+    p.add_argument("--root", metavar="DIR",
+                   help="read an nft file's absolute includes under DIR (a copy of a "
+                        "host's /etc: `include \"/etc/nftables.d/x.nft\"` is "
+                        "DIR/etc/nftables.d/x.nft)")
     p.add_argument("--partial", action="store_true",
                    help="write the policy even when rules cannot be imported (they "
                         "stay as comments where they were); the exit code is still 1")
@@ -71,7 +75,7 @@ def _import(args: argparse.Namespace):
     name = Path(args.output).name if args.output and args.output != STDIO else \
         "imported.pf"
     try:
-        return import_sources(sources, args.fmt, output_name=name)
+        return import_sources(sources, args.fmt, output_name=name, root=args.root)
     except UnknownFormat as exc:
         raise UsageError(shown(str(exc))) from exc
 

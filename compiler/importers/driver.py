@@ -73,12 +73,20 @@ def read_input(path: str | os.PathLike) -> SourceFile:
 
 
 def import_sources(sources: list[SourceFile], fmt: str | None = None,
-                   output_name: str = "imported.pf") -> ImportResult:
+                   output_name: str = "imported.pf", root: str | None = None
+                   ) -> ImportResult:
     """Import ``sources`` (one file; for iptables, a dump and its other family's
-    twin). ``UnknownFormat`` when the format is not given and cannot be told."""
+    twin). ``root``: where an nft file's absolute includes are read (a copied /etc).
+    ``UnknownFormat`` when the format is not given and cannot be told."""
     from pfc.importers.detect import detect
+    from pfc.importers.nft.parse import ROOT
     fmt = fmt or detect(sources[0])
-    fw, families = _read(sources, fmt)
+    token = ROOT.set(root)
+    try:
+        fw, families = _read(sources, fmt)
+    finally:
+        ROOT.reset(token)
+    absent_interfaces(fw)
     result = ImportResult("", fmt, [], [], {s.name: s for s in sources}, fw,
                           families=families)
     result.sources.update(fw.extra_sources)
@@ -100,6 +108,27 @@ def _read(sources: list[SourceFile], fmt: str) -> tuple[Firewall, frozenset[int]
         from pfc.importers.nft import import_nft
         return import_nft(sources, json=fmt == "nft-json")
     raise UnknownFormat(f"importing {fmt} is not written yet")
+
+
+# Blocks whose packets have no input (output side) or no output interface yet: a rule
+# reading it never matches there, negated or not (nft's meta iif/oif break the rule).
+NO_INTERFACE = {"iif": ("raw output", "nat output", "output"),
+                "oif": ("raw prerouting", "prerouting", "nat prerouting", "input",
+                        "nat input")}
+
+
+def absent_interfaces(fw: Firewall) -> None:
+    """Rules of a block that read an interface its packets cannot have are left out
+    as never matching (pfc's checker refuses the word there)."""
+    for block in fw.blocks:
+        for i, item in enumerate(block.items):
+            if not isinstance(item, Rule):
+                continue
+            field = next((f for f, blocks in NO_INTERFACE.items() if block.name in blocks
+                          and any(m.field == f for m in item.matches)), None)
+            if field is not None and item.origin is not None:
+                block.items[i] = Skipped(item.origin, f"never matches: packets in "
+                                         f"`{block.name}` have no `{field}`")
 
 
 def _place(d: Diagnostic) -> tuple:

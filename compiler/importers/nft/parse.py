@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import os
+from contextvars import ContextVar
 from pathlib import Path
 
 from pfc.frontend.source import MAX_POLICY_BYTES, SourceFile, Span
@@ -20,6 +21,8 @@ FAMILIES = ("ip", "ip6", "inet", "arp", "bridge", "netdev")
 PRIORITIES = {"raw": -300, "mangle": -150, "dstnat": -100, "filter": 0, "security": 50,
               "srcnat": 100, "out": 100}
 MAX_INCLUDE_DEPTH = 16
+# `pfc import --root DIR`: absolute include paths are read under DIR (a copied /etc)
+ROOT: ContextVar[str | None] = ContextVar("pfc_import_root", default=None)
 
 
 def read_ruleset(source: SourceFile, ruleset: Ruleset | None = None,
@@ -75,6 +78,8 @@ def _include(cur: Cursor, ruleset: Ruleset, path: Tok, depth: int) -> None:
     base = Path(cur.source.name).parent if cur.source.name not in ("<stdin>", "<expr>") \
         else Path.cwd()
     pattern = path.text if os.path.isabs(path.text) else str(base / path.text)
+    if os.path.isabs(path.text) and ROOT.get() is not None:
+        pattern = str(Path(ROOT.get()) / path.text.lstrip("/"))
     found = sorted(glob.glob(pattern)) if any(c in path.text for c in "*?[") else \
         [pattern]
     for name in found:
@@ -181,7 +186,6 @@ def _chain(cur: Cursor, ruleset: Ruleset, table: NftTable, name: Tok, tok: Tok) 
                 _bindings(cur, table)
         except ParseError as exc:  # the rule stays, unreadable, where it was
             chain.rules.append(unreadable(cur, exc, first))
-            cur.skip_statement()
             cur.anonymous.clear()
 
 

@@ -126,16 +126,27 @@ class Cursor:
 
 def unreadable(cur: Cursor, exc: ParseError, first: Tok) -> NftRule:
     """A rule pfc could not read, kept in its place so that it is refused there (and
-    counts for nothing in a chain no hook reaches)."""
-    end = first
-    j = cur.i
-    while j < len(cur.toks) and cur.toks[j].kind not in END and not cur.toks[j].is_(";"):
-        end = cur.toks[j]
-        j += 1
+    counts for nothing in a chain no hook reaches); the cursor skips it."""
+    start = cur.i
+    cur.skip_statement()
+    end = cur.toks[max(start, cur.i - 1)]
+    if end.kind == "nl" or end.is_(";"):
+        end = cur.toks[max(start, cur.i - 2)]
     return NftRule([Stmt("unreadable", exc.span or cur.span(first, first),
                          {"message": exc.message})], cur.origin(first, end))
 
 def read_rule(cur: Cursor) -> NftRule:
+    """One rule; on ``ParseError`` the cursor is back at the rule's first token, so the
+    caller skips the whole rule, braces balanced (a set literal over lines included)."""
+    start = cur.i
+    try:
+        return _rule(cur)
+    except ParseError:
+        cur.i = start
+        raise
+
+
+def _rule(cur: Cursor) -> NftRule:
     first = cur.peek()
     nodes = []
     comment = ""
@@ -391,7 +402,6 @@ def _anonymous(cur: Cursor) -> str:
             rules.append(read_rule(cur))
         except ParseError as exc:  # one rule of the binding, not the binding, is lost
             rules.append(unreadable(cur, exc, tok))
-            cur.skip_statement()
     cur.anonymous.append((name, rules, cur.span(open_tok, open_tok)))
     return name
 
