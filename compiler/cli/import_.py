@@ -13,7 +13,6 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from pfc import api
 from pfc.cli.common import STDIN_NAME, Command, UsageError, read_stdin
 from pfc.cli.output import STDIO, open_output, print_json, shown
 from pfc.frontend.diagnostics import Diagnostic, render_text, to_json
@@ -128,7 +127,7 @@ def _print_refusals(result) -> None:
     if result.complete:
         return
     groups = _grouped(result.refusals)
-    for reason, diags in groups:
+    for _reason, diags in groups:
         print(render_text(diags[0], result.sources, color=color), file=sys.stderr)
         for d in diags[1:]:
             print(_line(d, result.sources), file=sys.stderr)
