@@ -87,6 +87,7 @@ def import_sources(sources: list[SourceFile], fmt: str | None = None,
     finally:
         ROOT.reset(token)
     absent_interfaces(fw)
+    prune(fw)
     result = ImportResult("", fmt, [], [], {s.name: s for s in sources}, fw,
                           families=families)
     result.sources.update(fw.extra_sources)
@@ -129,6 +130,20 @@ def absent_interfaces(fw: Firewall) -> None:
             if field is not None and item.origin is not None:
                 block.items[i] = Skipped(item.origin, f"never matches: packets in "
                                          f"`{block.name}` have no `{field}`")
+
+
+def prune(fw: Firewall) -> None:
+    """Chains no block reaches (left behind by rewrites that copied them) go."""
+    by_name = {c.name: c for c in fw.chains}
+    todo = [i.chain for b in fw.blocks for i in b.items if isinstance(i, Rule) and i.chain]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in by_name:
+            continue
+        seen.add(name)
+        todo += [i.chain for i in by_name[name].items if isinstance(i, Rule) and i.chain]
+    fw.chains = [c for c in fw.chains if c.name in seen]
 
 
 def _place(d: Diagnostic) -> tuple:

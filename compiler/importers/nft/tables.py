@@ -15,6 +15,7 @@ from pfc.importers import flow
 from pfc.importers.families import Listed, merged, merged_block, one_family
 from pfc.importers.model import Block, Chain, Firewall, Item, Refusal, Refuse, Remark, Skipped
 from pfc.importers.nft.ast import NftChain, NftTable, Ruleset
+from pfc.importers.nft.compose import compose
 from pfc.importers.nft.convert import Context, convert_rule
 
 FAMILY = {"ip": 4, "ip6": 6, "inet": None, "netdev": None}
@@ -63,8 +64,8 @@ def read_tables(ruleset: Ruleset) -> Firewall:
                                       "forward hook, which pfc does not model", span))
         bases += _table(out, table, has_nat, names)
     fw = Firewall(remarks=out.remarks, refusals=out.refusals)
-    fw.chains = [Chain(n, items) for n, items in out.chains.items()]
     fw.blocks = _blocks(out, bases)
+    fw.chains = [Chain(n, items) for n, items in out.chains.items()]
     fw.source_rules = sum(len(c.rules) for t in ruleset.tables for c in t.chains.values())
     return fw
 
@@ -268,12 +269,13 @@ def _block(out: _Out, key: str, group: list[Base]) -> Block | None:
         v4, v6 = sorted(group, key=lambda b: b.family)
         return merged_block(label, Listed(v4.items, policy(v4)),
                             Listed(v6.items, policy(v6), None))
-    reason = (f"{len(group)} base chains on block `{name}` (" + ", ".join(
-        f"{b.table.family} {b.table.name} {b.chain.name}" for b in group) +
-        "): pfc imports one per block, or an ip and an ip6 one")
-    for b in group:
-        _refuse_chain(out, b.chain, reason)
-    return None
+    try:
+        return compose(label, group, out.chains, policy)
+    except Refuse as refused:
+        for b in group:
+            _refuse_chain(out, b.chain, f"{len(group)} base chains on `{name}`: "
+                          f"{refused.reason}")
+        return None
 
 
 def policy(b: Base) -> str | None:
