@@ -21,12 +21,16 @@ from dataclasses import replace
 from pfc.importers.model import Block, Item, Refuse, Rule
 
 FAMILY_WORD = {4: "ip", 6: "ip6"}
+MAX_STAGES = 8
 
 
 def compose(label: str, group: list, chains: dict[str, list[Item]], policy) -> Block:
     """``group``: the base chains of one block (``.items``, ``.family``, ``.chain``),
     in any order; ``chains``: the firewall's chains (rewritten copies added)."""
     group = sorted(group, key=lambda b: b.chain.priority or 0)
+    if len(group) > MAX_STAGES:
+        raise Refuse(f"more than {MAX_STAGES} base chains on one hook (pfc's gotos nest "
+                     "16 deep)")
     for base in group[:-1]:
         if any(isinstance(i, Rule) and i.action == "goto" for i in base.items):
             raise Refuse(f"base chain `{base.chain.name}` uses goto and another base chain "

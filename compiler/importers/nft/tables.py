@@ -9,7 +9,7 @@ families are (``pfc.importers.families``); more than that on one block is refuse
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pfc.importers import flow
 from pfc.importers.families import Listed, merged, merged_block, one_family
@@ -30,6 +30,7 @@ class Base:
     table: NftTable
     family: int | None
     items: list[Item] = field(default_factory=list)
+    device: str | None = None
 
 
 @dataclass
@@ -180,7 +181,6 @@ def _items(out: _Out, chain: NftChain, ctx: Context, table: NftTable,
 
 
 def _renamed(rule, name: str):
-    from dataclasses import replace
     return replace(rule, chain=name)
 
 
@@ -242,9 +242,10 @@ def block_of(chain: NftChain, table: NftTable, has_nat: set) -> str:
 
 def _blocks(out: _Out, bases: list[Base]) -> list[Block]:
     by_block: dict[str, list[Base]] = {}
-    for base in bases:
-        key = base.block + ("".join(f" {d}" for d in base.chain.devices))
-        by_block.setdefault(key, []).append(base)
+    for base in bases:  # a netdev chain on several devices is in each device's block
+        for device in base.chain.devices or (None,):
+            key = base.block + (f" {device}" if device else "")
+            by_block.setdefault(key, []).append(replace(base, device=device))
     blocks = []
     for key, group in by_block.items():
         block = _block(out, key, group)
@@ -255,8 +256,8 @@ def _blocks(out: _Out, bases: list[Base]) -> list[Block]:
 
 def _block(out: _Out, key: str, group: list[Base]) -> Block | None:
     name = group[0].block
-    devices = group[0].chain.devices
-    label = name if not devices else f"{name} {', '.join(_device(d) for d in devices)}"
+    device = group[0].device
+    label = name if not device else f"{name} {_device(device)}"
     families = sorted({b.family for b in group}, key=str)
     if len(group) == 1 and group[0].family is None:
         return Block(label, group[0].items, policy(group[0]))
