@@ -344,7 +344,7 @@ def import_(files: Iterable[str | os.PathLike], *, fmt: str | None = None,
 
 def verify_against(policy: PolicyInput, original: Iterable[str | os.PathLike], *,
                    target: str | None = None, n: int = 300, seed: int = 0,
-                   fmt: str | None = None):
+                   fmt: str | None = None, root: str | None = None):
     """``pfc verify POLICY --against FILE``: the original ruleset an import came from
     loaded in one host lab, ``policy`` compiled for ``target`` (the original's own
     kind by default: nft or iptables) in another, the same traffic into both, what
@@ -357,7 +357,7 @@ def verify_against(policy: PolicyInput, original: Iterable[str | os.PathLike], *
     from pfc.verifier import firewall
     from pfc.importers.original import lab_ruleset
     ruleset = lab_ruleset(front(policy).require_ruleset())
-    source = original_of([read_input(f) for f in original], fmt)
+    source = original_of([read_input(f) for f in original], fmt, root)
     return firewall.against(ruleset, target or source.target, source.load, n=n,
                             seed=seed, keep=lambda item: not extension_header(item))
 

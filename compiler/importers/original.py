@@ -32,6 +32,7 @@ class Original:
     fmt: str
     sources: tuple[SourceFile, ...]
     families: tuple[int, ...] = ()  # iptables: the family of each source
+    root: str | None = None  # nft: where absolute includes are read
 
     @property
     def target(self) -> str:
@@ -47,9 +48,10 @@ class Original:
         else:
             import nftables
             nft = nftables.Nftables()
-            if self.fmt == "nft-json":
-                nft.set_json_output(True)
-            rc, _, err = nft.cmd(slowed(self.sources[0].text, self.fmt))
+            text = self.sources[0].text
+            if self.fmt == "nft":
+                text = lab_text(flattened(self.sources[0], self.root))
+            rc, _, err = nft.cmd(slowed(text, self.fmt))
             if rc != 0:
                 raise LoadFailed(f"nft refused the original ruleset: {err.strip()}")
 
@@ -62,7 +64,34 @@ def slowed(text: str, fmt: str) -> str:
     return re.sub(r'("rate":\s*)\d+(,\s*"per":\s*)"\w+"', r'\g<1>1\g<2>"minute"', text)
 
 
-def original(sources: list[SourceFile], fmt: str | None = None) -> Original:
+_INCLUDE = re.compile(r'^\s*include\s+"([^"]+)"\s*$', re.M)
+_FLUSH = re.compile(r"^\s*flush\s+ruleset\s*;?\s*$", re.M)
+
+
+def flattened(source: SourceFile, root: str | None, depth: int = 0) -> str:
+    """The nft text with its includes in place (read as the importer reads them)."""
+    import os
+    from pathlib import Path
+
+    def include(m: re.Match) -> str:
+        path = m.group(1)
+        base = Path(source.name).parent
+        full = Path(root) / path.lstrip("/") if os.path.isabs(path) and root else \
+            Path(path) if os.path.isabs(path) else base / path
+        if depth > 16 or not full.is_file():
+            return m.group(0)
+        return flattened(SourceFile.read(full), root, depth + 1)
+    return _INCLUDE.sub(include, source.text)
+
+
+def lab_text(text: str) -> str:
+    """Without ``flush ruleset``: the lab's own observer table stays (a fresh
+    namespace has no other ruleset to flush)."""
+    return _FLUSH.sub("", text)
+
+
+def original(sources: list[SourceFile], fmt: str | None = None,
+             root: str | None = None) -> Original:
     """The original of an import: its format and, for iptables, each dump's family."""
     from pfc.importers.detect import detect
     from pfc.importers.iptables.dump import read_dump
@@ -71,7 +100,7 @@ def original(sources: list[SourceFile], fmt: str | None = None) -> Original:
     if fmt == "iptables":
         first = read_dump(sources[0]).family or 4
         families = (first,) if len(sources) == 1 else (first, 10 - first)
-    return Original(fmt, tuple(sources), families)
+    return Original(fmt, tuple(sources), families, root)
 
 
 def lab_ruleset(ruleset):
