@@ -353,9 +353,9 @@ def verify_against(policy: PolicyInput, original: Iterable[str | os.PathLike], *
     by design (docs/import.md "What differs"). Needs root. Returns the
     ``verifier.firewall.Report``."""
     from pfc.importers.driver import read_input
+    from pfc.importers.original import lab_ruleset
     from pfc.importers.original import original as original_of
     from pfc.verifier import firewall
-    from pfc.importers.original import lab_ruleset
     ruleset = lab_ruleset(front(policy).require_ruleset())
     source = original_of([read_input(f) for f in original], fmt, root)
     return firewall.against(ruleset, target or source.target, source.load, n=n,
