@@ -15,6 +15,7 @@ from pfc.importers.model import Match, Refuse, Remark, Rule, conjoin
 from pfc.importers.nft import values as v
 from pfc.importers.nft.ast import NftRule, Rel, Stmt, Val
 from pfc.importers.nft.matches import (
+    OVERLAP,
     PROTO_OF,
     Conj,
     element_alternatives,
@@ -145,6 +146,10 @@ class _State:
                 raise Refuse("a limit on a rule pfc splits in parts (each part would get "
                              "a bucket of its own)", self.limit.span)
             self.limit = None
+        if action in ("count", "log", "mark", "notrack", "jump") and \
+                any(OVERLAP in alt for alt in self.alts):
+            raise Refuse(f"`{action}` on parts that may hold together (`ct status a,b`): "
+                         "each packet would meet it more than once", stmt.span)
         for alt in self.alts:
             joined = conjoin(alt, extra)
             if joined is None:
@@ -174,7 +179,7 @@ def assemble(action: str, conj: Conj, rule: NftRule, options: tuple, to: str | N
     if len(numbers) > 1:
         return None
     protocol = None
-    rest = [m for m in conj if m.field != "family" and m not in protos]
+    rest = [m for m in conj if m.field not in ("family", "overlap") and m not in protos]
     if numbers:
         protocol = _keyword(numbers.pop(), family, rest)
         if protocol is None:

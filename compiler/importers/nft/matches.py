@@ -47,6 +47,7 @@ SELECTORS: dict[str, tuple[str, int | None, str, str | None]] = {
     "meta protocol": ("family", None, "ethertype", None),
 }
 PROTO_OF = {"tcp": "6", "udp": "17", "icmp": "1", "icmp6": "58"}
+OVERLAP = Match("overlap", ())  # the alternatives it is in may hold together
 TCP_FLAGS = ("fin", "syn", "rst", "psh", "ack", "urg", "ecn", "cwr")
 PFC_FLAG = {"ecn": "ece"}
 NFPROTO = {"ipv4": "4", "ipv6": "6", "ip": "4", "ip6": "6", "2": "4", "10": "6"}
@@ -224,7 +225,11 @@ def _ct_status(op: str, words: list[str], value: Val, mask: Val | None, rel: Rel
     parts = [Match("ct-status", (w,)) for w in words]
     if op == "!":
         return [tuple(p.negate() for p in parts)]
-    return [tuple(q.negate() for q in parts[:i]) + (p,) for i, p in enumerate(parts)]
+    if len(parts) == 1:
+        return [(parts[0],)]
+    # any of them: pfc cannot say "snat and not dnat", so the parts overlap, which only
+    # a rule that decides may have (``OVERLAP`` marks them for ``convert``)
+    return [(p, OVERLAP) for p in parts]
 
 
 def _tcp_flags(op: str, value: Val, mask: Val | None, rel: Rel, sets: dict) -> list[Conj]:
