@@ -1,0 +1,108 @@
+"""``pfc import``: exit codes, where the policy goes, the refusal listing, JSON, and
+inputs that are not rulesets at all (no traceback on any of them)."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+
+from pfc.cli.main import main
+from tests.importers.helpers import dump
+
+GOOD = dump("-A INPUT -i lo -j ACCEPT", "-A INPUT -p tcp --dport 22 -j ACCEPT",
+            policy="DROP")
+BAD = dump("-A INPUT -i lo -j ACCEPT", "-A INPUT -m recent --set --name x",
+           "-A INPUT -m recent --rcheck --name x -j DROP",
+           "-A INPUT -j REJECT --reject-with icmp-host-prohibited", policy="DROP")
+
+
+@pytest.fixture
+def files(tmp_path):
+    def write(name: str, text: str | bytes):
+        path = tmp_path / name
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+        return str(path)
+    return write
+
+
+def test_a_complete_import_prints_the_policy_and_exits_0(files, capsys):
+    assert main(["import", files("rules.v4", GOOD)]) == 0
+    out = capsys.readouterr().out
+    assert "pass tcp dport 22" in out and out.startswith("# imported by `pfc import`")
+
+
+def test_refusals_are_listed_by_reason_and_nothing_is_written(files, capsys, tmp_path):
+    out = tmp_path / "out.pf"
+    assert main(["import", files("rules.v4", BAD), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert not out.exists()
+    assert "rules.v4:7:10: error: cannot import: -m recent" in err  # the first, with a caret
+    assert "rules.v4:8:10: cannot import: -m recent" in err  # the others, one line each
+    assert "pfc import: 3 rules cannot be imported (2 reasons):" in err
+    assert "      2  -m recent:" in err and "      1  --reject-with icmp-host-prohibited" in err
+
+
+def test_partial_writes_the_policy_with_the_refused_rules_marked(files, capsys, tmp_path):
+    out = tmp_path / "out.pf"
+    assert main(["import", files("rules.v4", BAD), "-o", str(out), "--partial"]) == 1
+    text = out.read_text()
+    assert "# rules.v4:7: -m recent:" in text and "pass iif lo" in text
+
+
+def test_json_report(files, capsys, tmp_path):
+    assert main(["import", files("rules.v4", BAD), "--format", "json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["complete"] is False and report["output"] is None
+    assert report["rules"] == {"source": 4, "imported": 1, "refused": 3}
+    assert report["reasons"][0]["count"] == 2
+    assert report["refusals"][0]["line"] == 7 and report["refusals"][0]["column"] == 10
+
+
+def test_the_twin_dump_and_stdin(files, capsys, monkeypatch):
+    v6 = GOOD.replace("iptables-save", "ip6tables-save")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(GOOD.encode())))
+    assert main(["import", "-", files("rules.v6", v6)]) == 0
+    assert "rules.v6:7" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content, code, message", [
+    (b"hello world\nthis is not a firewall\n", 2, "not an iptables-save dump, an nft "
+     "ruleset or a pcap-filter expression"),
+    (bytes(range(256)) * 40, 2, "not an iptables-save dump"),
+    (b"", 2, "not an iptables-save dump"),
+])
+def test_inputs_that_are_no_ruleset(files, capsys, content, code, message):
+    assert main(["import", files("x", content)]) == code
+    assert message in capsys.readouterr().err
+
+
+def test_forced_formats_on_garbage_refuse_line_by_line(files, capsys):
+    path = files("x", bytes(range(256)) * 4)
+    assert main(["import", path, "--from", "iptables"]) == 1
+    assert main(["import", path, "--from", "nft"]) == 1
+    assert main(["import", path, "--from", "nft-json"]) == 1
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_truncated_dump(files, capsys):
+    assert main(["import", files("cut.v4", GOOD[:GOOD.index("COMMIT")])]) == 1
+    assert "has no COMMIT: the dump is cut short" in capsys.readouterr().err
+
+
+def test_a_file_larger_than_pfc_reads_is_refused_without_reading_it(tmp_path, capsys):
+    big = tmp_path / "big.v4"
+    with open(big, "wb") as f:
+        f.truncate(100 << 20)  # 100 MB, sparse
+    assert main(["import", str(big)]) == 2
+    assert "larger than 64 MiB" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["import"], ["import", "a", "b", "c"],
+                                  ["import", "a", "b", "--from", "nft"],
+                                  ["import", "--expr", "tcp", "--from", "nft"],
+                                  ["import", "/nonexistent/rules"]])
+def test_bad_usage_exits_2(argv, capsys):
+    assert main(argv) == 2
