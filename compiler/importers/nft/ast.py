@@ -79,6 +79,7 @@ class NftSet:
     elements: list[Val] = field(default_factory=list)
     dynamic: bool = False  # timeouts, `dynamic`: filled from the packet path
     is_map: bool = False
+    broken: str | None = None  # why pfc could not read its definition
 
 
 @dataclass

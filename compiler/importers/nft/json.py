@@ -119,7 +119,10 @@ def _set(ruleset: Ruleset, body: dict, span: Span, is_map: bool) -> None:
                      "dynamic" in flags or "timeout" in flags or "timeout" in body,
                      is_map)
     for element in body.get("elem", []):
-        nft_set.elements.append(_element(element, span))
+        try:
+            nft_set.elements.append(_element(element, span))
+        except (Unreadable, KeyError, TypeError, ValueError) as exc:
+            nft_set.broken = f"an element pfc cannot read ({exc})"
         if isinstance(element, dict) and set(element.get("elem", {})) - {
                 "val", "counter", "timeout", "expires", "comment"}:
             nft_set.dynamic = True  # a limit or a quota every lookup runs

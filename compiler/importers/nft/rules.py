@@ -451,8 +451,12 @@ def _options(cur: Cursor, name: str) -> tuple[dict, Val | None]:
         elif key in ("over", "bypass", "fanout"):
             options[key] = True
         elif key == "name" and name in ("counter", "limit"):  # a named object, maybe by map
-            if cur.peek().kind == "word" and cur.peek().text in HEADERS | META_KEYS:
+            if cur.peek().kind == "word" and cur.peek().text in HEADERS | META_KEYS | {
+                    "meta", "ct"}:
                 options["name"] = _selector(cur)
+                while cur.peek().is_("."):
+                    cur.next()
+                    _selector(cur)
             else:
                 options["name"] = _primary(cur).text
             if cur.peek().is_("map"):

@@ -42,6 +42,8 @@ def leaves(val: Val, sets: dict) -> list[Val]:
         found = sets.get(val.text)
         if found is None:
             raise Refuse(f"@{val.text}: no set of that name in the table", val.span)
+        if found.broken:
+            raise Refuse(f"@{val.text}: {found.broken}", val.span)
         if found.dynamic:
             raise Refuse(f"@{val.text}: a set the packet path fills (timeouts, `dynamic`) "
                          "is state pfc does not keep", val.span)
