@@ -117,7 +117,7 @@ def test_a_changed_import_is_told_apart(tmp_path):
     original = tmp_path / "rules.v4"
     original.write_text(text)
     policy = import_sources([SourceFile("rules.v4", text)], "iptables").text
-    changed = policy.replace("pass udp dport 53", "pass udp dport 54")
+    changed = policy.replace("pass tcp dport 22", "drop tcp dport 22")
     assert changed != policy
     report = api.verify_against(compile_text(changed, "imported.pf"), [original], n=N,
                                 seed=1)
