@@ -108,6 +108,9 @@ def _read(sources: list[SourceFile], fmt: str) -> tuple[Firewall, frozenset[int]
     if fmt in ("nft", "nft-json"):
         from pfc.importers.nft import import_nft
         return import_nft(sources, json=fmt == "nft-json")
+    if fmt == "pcap-filter":
+        from pfc.importers.pcap import import_pcap
+        return import_pcap(sources)
     raise UnknownFormat(f"importing {fmt} is not written yet")
 
 
