@@ -23,9 +23,25 @@ def import_pcap(sources: list[SourceFile]) -> tuple[Firewall, frozenset[int]]:
     try:
         tree = parse(source)
         parts = [()] if tree is None else dnf(tree)
-        block.items = [rule_of(conj, origin) for conj in parts]
+        block.items = _families_joined([rule_of(conj, origin) for conj in parts])
     except PcapError as exc:
         fw.refusals.append(Refusal(origin, exc.message, exc.span))
     except Refuse as refused:
         fw.refusals.append(Refusal(origin, refused.reason, refused.at or whole))
     return fw, frozenset((4, 6))
+
+
+def _families_joined(rules: list) -> list:
+    """An IPv4 rule and its IPv6 twin (same words) as one rule for both."""
+    from dataclasses import replace
+    out: list = []
+    for rule in rules:
+        twin = next((i for i, r in enumerate(out) if r.family is not None
+                     and r.family != rule.family and r.protocol == rule.protocol
+                     and r.matches == rule.matches and rule.protocol not in ("ip", "ip6",
+                                                                             "icmp")), None)
+        if twin is not None and not any(m.field in ("src", "dst") for m in rule.matches):
+            out[twin] = replace(out[twin], family=None)
+        else:
+            out.append(rule)
+    return out

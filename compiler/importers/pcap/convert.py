@@ -116,9 +116,10 @@ def primitive(p: Prim) -> list[Conj]:
     proto, dir_, type_, ident = p.proto, p.dir, p.type, p.id
     if ident is None:
         return _keyword(p)
+    address = _address(ident, net=type_ == "net")
     if type_ in (None, "host", "net") and proto in (None, "ip", "ip6", "arp", "rarp") \
-            and _address(ident) is not None:
-        return _hosts(p, _address(ident))
+            and address is not None:
+        return _hosts(p, address)
     if type_ in ("port", "portrange") or (type_ is None and proto in ("tcp", "udp", "sctp")
                                           and dir_ is not None):
         return _ports(p)
@@ -151,9 +152,24 @@ def _keyword(p: Prim) -> list[Conj]:
                "them (or they move what follows)"),)]
 
 
-def _address(text: str):
+def _address(text: str, net: bool = False):
+    """An address or network as libpcap reads it: IPv6, or dotted IPv4 with bytes
+    left out at the end (``10/8``, ``net 192.168`` is 192.168.0.0/16)."""
+    addr, slash, length = text.partition("/")
+    if ":" in addr:
+        try:
+            return ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            return None
+    parts = addr.split(".")
+    if not all(x.isdigit() and int(x) < 256 for x in parts) or not 1 <= len(parts) <= 4:
+        return None
+    if len(parts) < 4 and not (net or slash):
+        return None
+    bits = int(length) if slash else 8 * len(parts) if net or len(parts) < 4 else 32
+    full = ".".join(parts + ["0"] * (4 - len(parts)))
     try:
-        return ipaddress.ip_network(text, strict=False)
+        return ipaddress.ip_network(f"{full}/{bits}", strict=False)
     except ValueError:
         return None
 

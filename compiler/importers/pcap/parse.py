@@ -23,8 +23,8 @@ DIRS = frozenset(("src", "dst", "inbound", "outbound", "addr1", "addr2", "addr3"
 TYPES = frozenset(("host", "net", "port", "portrange", "gateway", "proto", "protochain"))
 _TOKEN = re.compile(r"""
     (?P<ws>\s+)
-  | (?P<op>&&|\|\||!=|==|<=|>=|<<|>>|[()\[\]!<>=&|+\-*/%^:])
-  | (?P<word>[A-Za-z0-9_.:\-]+(?:/\d+)?)
+  | (?P<word>[A-Za-z0-9_.:][A-Za-z0-9_.:\-]*(?:/\d+)?)
+  | (?P<op>&&|\|\||!=|==|<=|>=|<<|>>|[()\[\]!<>=&|+\-*/%^])
   | (?P<bad>.)
 """, re.X)
 
@@ -77,6 +77,7 @@ def parse(source: SourceFile) -> object | None:
         return None
     parser = _Parser(source, toks)
     tree = parser.expr()
+    parser.check_end()
     if parser.i < len(toks):
         tok = toks[parser.i]
         raise PcapError(f"`{tok.text}`: expected `and`, `or` or the end",
@@ -194,6 +195,12 @@ class _Parser:
         bad = tok or self.toks[-1]
         raise PcapError(f"`{bad.text}`: pfc does not read this part of the expression "
                         "(byte tests such as `ip[6:2]`, arithmetic)", self.span(bad, bad))
+
+    def check_end(self) -> None:
+        tok = self.peek()
+        if tok is not None and tok.text == "[":
+            raise PcapError("byte tests (`tcp[13] & 2 != 0`): pfc does not read them "
+                            "(its matches name their fields)", self.span(tok, tok))
 
 
 def _span(node) -> Span:
