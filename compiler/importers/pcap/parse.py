@@ -21,6 +21,10 @@ PROTOS = frozenset(("ether", "fddi", "tr", "wlan", "ip", "ip6", "arp", "rarp", "
 DIRS = frozenset(("src", "dst", "inbound", "outbound", "addr1", "addr2", "addr3",
                   "addr4", "ra", "ta"))
 TYPES = frozenset(("host", "net", "port", "portrange", "gateway", "proto", "protochain"))
+KEYWORDS = frozenset(("less", "greater", "len", "broadcast", "multicast", "vlan", "mpls",
+                      "pppoed", "pppoes", "geneve", "inbound", "outbound", "ifname", "on",
+                      "rnr", "rulenum", "reason", "rset", "ruleset", "srnr", "subrulenum",
+                      "action", "type", "subtype", "dir", "llc"))
 _TOKEN = re.compile(r"""
     (?P<ws>\s+)
   | (?P<word>[A-Za-z0-9_.:][A-Za-z0-9_.:\-]*(?:/\d+)?)
@@ -159,6 +163,8 @@ class _Parser:
             self.i += 1
         tok = self.peek()
         qualified = proto or dir_ or type_
+        if not qualified and tok is not None and tok.text in KEYWORDS:
+            return self.keyword(tok)
         if proto and not (dir_ or type_) and tok is not None and \
                 tok.text in ("broadcast", "multicast"):
             self.i += 1
@@ -179,22 +185,20 @@ class _Parser:
             end = self.toks[self.i - 1]
             return Prim(proto, dir_, type_, None, self.span(first, end),
                         self.source.text[first.start:end.end])
-        if tok is not None and tok.kind == "word" and tok.text in ("less", "greater",
-                                                                    "len", "broadcast",
-                                                                    "multicast", "vlan",
-                                                                    "mpls", "pppoed",
-                                                                    "pppoes", "geneve"):
-            self.i += 1
-            end = tok
-            if self.peek() is not None and self.peek().kind == "word" and \
-                    self.peek().text not in ("and", "or", "not"):
-                end = self.toks[self.i]
-                self.i += 1
-            return Prim(tok.text, None, None, None, self.span(tok, end),
-                        self.source.text[tok.start:end.end])
         bad = tok or self.toks[-1]
         raise PcapError(f"`{bad.text}`: pfc does not read this part of the expression "
                         "(byte tests such as `ip[6:2]`, arithmetic)", self.span(bad, bad))
+
+    def keyword(self, tok: Tok) -> Prim:
+        """``less N``, ``vlan [ID]``, ``broadcast`` ...: a keyword and its value."""
+        self.i += 1
+        end = tok
+        nxt = self.peek()
+        if nxt is not None and nxt.kind == "word" and nxt.text not in ("and", "or", "not"):
+            end = nxt
+            self.i += 1
+        return Prim(tok.text, None, None, None, self.span(tok, end),
+                    self.source.text[tok.start:end.end])
 
     def check_end(self) -> None:
         tok = self.peek()
