@@ -22,9 +22,12 @@ _PCAP_WORDS = re.compile(r"^\s*(not\s+|!\s*|\(\s*)*(host|net|port|portrange|src|
                          r"\w+\s*\[)", re.I)
 
 
+class UnknownFormat(ValueError):
+    """The text is none of the formats pfc imports (exit 2)."""
+
+
 def detect(source: SourceFile) -> str:
     """``iptables``, ``nft``, ``nft-json`` or ``pcap-filter``; ``UnknownFormat``."""
-    from pfc.importers.driver import UnknownFormat
     text = source.text.lstrip("\ufeff")
     stripped = text.lstrip()
     if stripped.startswith("{") and '"nftables"' in stripped[:4096]:

@@ -17,6 +17,7 @@ from pfc.frontend.diagnostics import Diagnostic, Severity, error
 from pfc.frontend.fmt import format_module
 from pfc.frontend.pipeline import Compiled, compile_source
 from pfc.frontend.source import MAX_POLICY_BYTES, SourceFile
+from pfc.importers.detect import UnknownFormat, detect
 from pfc.importers.emit import Printed, emit
 from pfc.importers.model import Firewall, Item, Refusal, Rule, Skipped
 
@@ -27,10 +28,6 @@ MAX_ROUNDS = 50
 class ImportBug(Exception):
     """The importer printed something pfc's checker refuses and no source rule is to
     blame: a pfc bug (exit 70)."""
-
-
-class UnknownFormat(ValueError):
-    """The text is none of the formats pfc imports (exit 2)."""
 
 
 @dataclass
@@ -78,7 +75,6 @@ def import_sources(sources: list[SourceFile], fmt: str | None = None,
     """Import ``sources`` (one file; for iptables, a dump and its other family's
     twin). ``root``: where an nft file's absolute includes are read (a copied /etc).
     ``UnknownFormat`` when the format is not given and cannot be told."""
-    from pfc.importers.detect import detect
     from pfc.importers.nft.parse import ROOT
     fmt = fmt or detect(sources[0])
     token = ROOT.set(root)

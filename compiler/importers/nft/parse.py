@@ -14,8 +14,9 @@ from pathlib import Path
 from pfc.frontend.source import MAX_POLICY_BYTES, SourceFile, Span
 from pfc.importers.model import Origin
 from pfc.importers.nft.ast import NftChain, NftSet, NftTable, Problem, Ruleset
+from pfc.importers.nft.cursor import Cursor, ParseError
 from pfc.importers.nft.lexer import Tok, tokens
-from pfc.importers.nft.rules import Cursor, ParseError, read_rule, read_value, unreadable
+from pfc.importers.nft.rules import read_rule, read_value, unreadable
 
 FAMILIES = ("ip", "ip6", "inet", "arp", "bridge", "netdev")
 PRIORITIES = {"raw": -300, "mangle": -150, "dstnat": -100, "filter": 0, "security": 50,
