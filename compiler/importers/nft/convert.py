@@ -119,10 +119,30 @@ class _State:
         handler = _ACTIONS.get(stmt.name)
         if handler is None:
             raise Refuse(f"`{stmt.name}`: a statement pfc has no word for", stmt.span)
-        action, options, to, chain, extra = handler(stmt, self.ctx)
+        try:
+            action, options, to, chain, extra = handler(stmt, self.ctx)
+        except _Lookup as lookup:
+            self.nat_map(lookup.stmt, lookup.target)
+            self.ended = True
+            return
         self.emit(action, stmt, options, to, chain, extra)
         if action not in ("log", "mark", "notrack", "count", "jump"):
             self.ended = True
+
+    def nat_map(self, stmt: Stmt, target: Val) -> None:
+        """``dnat to tcp dport map { 80 : 10.0.0.1 . 8080 }``: a rule per element."""
+        sets = self.ctx.sets
+        rel = Rel(target.sel, "", target, stmt.span)
+        for key, to in lookup_targets(stmt, target, sets):
+            conj = element_alternatives(target.sel, key, rel, sets, self.ctx.family)
+            if conj is None:
+                continue
+            before = self.alts
+            self.match([conj])
+            family = (Match("family", ("6" if to.startswith("[") or to.count(":") > 1
+                                       else "4",)),)
+            self.emit(stmt.name, stmt, (), to, None, family)
+            self.alts = before
 
     def vmap(self, rel: Rel) -> None:
         sets = self.ctx.sets
@@ -323,14 +343,41 @@ def _nat(stmt: Stmt, ctx: Context):
     if target is None:
         raise Refuse(f"{stmt.name} without `to`", stmt.span)
     if target.kind == "lookup":
-        raise Refuse(f"{stmt.name} to a map lookup (pfc translates to one address)",
-                     stmt.span)
+        raise _Lookup(stmt, target)
     text = target.text
     if stmt.name == "redirect":
         port = text.removeprefix(":") if text.startswith(":") else text
         return "redirect", (), f":{v.port_range(Val('word', port, target.span))}", None, \
             _port_dependency(stmt)
     return stmt.name, (), _address_port(text, target, stmt), None, _nat_family(text, stmt)
+
+
+class _Lookup(Exception):  # noqa: N818  (a signal: the state expands the map)
+    """``dnat to SELECTOR map { KEY : TARGET, ... }``: one rule per element."""
+
+    def __init__(self, stmt: Stmt, target: Val):
+        super().__init__(stmt.name)
+        self.stmt, self.target = stmt, target
+
+
+def lookup_targets(stmt: Stmt, target: Val, sets: dict) -> list[tuple[Val, str]]:
+    """(key, pfc ``to``) per element of a NAT map (``addr . port`` values joined)."""
+    from pfc.importers.nft import values as vals
+    out = []
+    for element in vals.leaves(target.items[0], sets):
+        if element.kind != "map":
+            raise Refuse(f"{stmt.name} map: an element without its target", element.span)
+        key, value = element.items
+        if value.kind == "concat" and len(value.items) == 2:
+            text = _join_port(value.items[0].text, value.items[1].text)
+        else:
+            text = value.text
+        out.append((key, _address_port(text, value, stmt)))
+    return out
+
+
+def _join_port(addr: str, port: str) -> str:
+    return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
 
 
 def _address_port(text: str, target: Val, stmt: Stmt) -> str:

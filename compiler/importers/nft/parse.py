@@ -144,7 +144,13 @@ def _table_body(cur: Cursor, ruleset: Ruleset, table: NftTable) -> None:
 
 
 def _table_item(cur: Cursor, ruleset: Ruleset, table: NftTable, tok: Tok) -> None:
-    if tok.is_("chain"):
+    if tok.is_("define", "redefine"):  # nft takes these inside a table too
+        name = cur.expect_word()
+        cur.expect("=")
+        cur.defines[name.text] = read_value(cur)
+    elif tok.is_("include"):
+        _include(cur, ruleset, cur.expect_kind("str"), 0)
+    elif tok.is_("chain"):
         _chain(cur, ruleset, table, cur.expect_word(), tok)
     elif tok.is_("set", "map"):
         _set(cur, table, cur.expect_word(), tok.text == "map")

@@ -408,6 +408,10 @@ def _nat_options(cur: Cursor, name: str) -> tuple[dict, Val | None]:
         options["family"] = cur.next().text
     if cur.peek().is_("addr", "prefix"):
         options["kind"] = cur.next().text
+        if cur.peek().is_(".") and cur.peek(1).is_("port"):  # `dnat ip addr . port to`
+            cur.next()
+            cur.next()
+            options["kind"] = "addr . port"
     if cur.peek().is_("to"):
         cur.next()
         value = _nat_target(cur)
