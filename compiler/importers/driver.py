@@ -185,7 +185,8 @@ def _blame(fw: Firewall, printed: Printed, compiled: Compiled,
             continue
         seen.add(id(item))
         reason = f"pfc refuses `{_words(item)}`: {d.message}"
-        fw.refusals.append(Refusal(item.origin, reason, item.origin.span))
+        if not any(r.origin is item.origin for r in fw.refusals):  # one per source rule
+            fw.refusals.append(Refusal(item.origin, reason, item.origin.span))
         _replace(fw, item, Skipped(item.origin, f"refused by pfc's checker: {d.message}"))
         blamed += 1
     return blamed
