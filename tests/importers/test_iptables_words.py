@@ -50,3 +50,11 @@ def test_options_with_two_words():
 def test_what_iptables_would_not_take_is_refused(line):
     with pytest.raises(Refuse):
         read_words(split_words(line, 0), "f")
+
+
+def test_an_option_goes_to_the_module_that_knows_it():
+    """iptables: `-m state --state NEW --dport 22` loads tcp for `--dport`."""
+    words = read_words(split_words("-p tcp -m state --state NEW --dport 22 -j ACCEPT", 0),
+                       "f")
+    assert [(m.name, [o.name for o in m.opts]) for m in words.matches] == [
+        ("state", ["--state"]), ("tcp", ["--dport"])]

@@ -128,10 +128,38 @@ def _place(out: Words, current: Module | None, opt: Opt) -> Module | None:
         return out.target
     if name in ("-c", "--set-counters"):
         return current
-    if current is None:
-        current = _implicit(out, opt)
-    current.opts.append(opt)
-    return current
+    owner = _owner(out, current, opt)
+    owner.opts.append(opt)
+    return current if current is not None else owner
+
+
+# The options of the match modules whose options overlap others' (iptables gives an
+# option to the loaded module that knows it, then to the protocol's, implicitly).
+KNOWN = {
+    "tcp": {"--sport", "--source-port", "--dport", "--destination-port", "--tcp-flags",
+            "--syn", "--tcp-option"},
+    "udp": {"--sport", "--source-port", "--dport", "--destination-port"},
+    "state": {"--state"},
+    "comment": {"--comment"},
+}
+
+
+def _owner(out: Words, current: Module | None, opt: Opt) -> Module:
+    """The module an option belongs to: the current one when it knows it (or when pfc
+    does not know its options), else a loaded one that does, else the protocol's."""
+    if current is not None and (current is out.target or current.name not in KNOWN
+                                or opt.name in KNOWN[current.name]):
+        return current
+    for module in reversed(out.matches):
+        if opt.name in KNOWN.get(module.name, ()):
+            return module
+    proto = out.general.get("-p")
+    implicit = IMPLICIT.get(proto.value.lower()) if proto is not None else None
+    if implicit in KNOWN and opt.name in KNOWN[implicit]:
+        return _implicit(out, opt)
+    if current is not None:
+        return current
+    return _implicit(out, opt)
 
 
 def _implicit(out: Words, opt: Opt) -> Module:
