@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from pfc.frontend.source import SourceFile
 
-_IPT_RATES = re.compile(r"(--limit|--hashlimit-upto|--hashlimit-above)\s+\d+/\w+")
-_NFT_RATES = re.compile(r"(limit\s+rate\s+(?:over\s+)?)\d+\s*/\s*(second|minute|hour|day"
+_IPT_RATES = re.compile(r"(--limit|--hashlimit-upto|--hashlimit-above)\s+[0-9]+/\w+")
+_NFT_RATES = re.compile(r"(limit\s+rate\s+(?:over\s+)?)[0-9]+\s*/\s*(second|minute|hour|day"
                         r"|week)")
 TARGETS = {"iptables": "iptables", "nft": "nft", "nft-json": "nft"}
 
@@ -61,7 +61,7 @@ def slowed(text: str, fmt: str) -> str:
         return _IPT_RATES.sub(lambda m: f"{m.group(1)} 1/min", text)
     if fmt == "nft":
         return _NFT_RATES.sub(lambda m: f"{m.group(1)}1/minute", text)
-    return re.sub(r'("rate":\s*)\d+(,\s*"per":\s*)"\w+"', r'\g<1>1\g<2>"minute"', text)
+    return re.sub(r'("rate":\s*)[0-9]+(,\s*"per":\s*)"\w+"', r'\g<1>1\g<2>"minute"', text)
 
 
 _INCLUDE = re.compile(r'^\s*include\s+"([^"]+)"\s*$', re.M)

@@ -96,8 +96,9 @@ def _cut(text: str, rng: random.Random) -> str:
 _MUTATIONS = (_lines, _lines, _token, _token, _bytes, _numbers, _cut)
 
 
-def run(corpus: Path, inputs: int, seed: int = 0) -> Counter:
-    """``inputs`` mutated rulesets; counts of outcomes (``crash`` must stay 0)."""
+def run(corpus: Path, inputs: int, seed: int = 0, keep: Path | None = None) -> Counter:
+    """``inputs`` mutated rulesets; counts of outcomes (``crash`` must stay 0); the
+    inputs that crashed are written to ``keep`` (a directory) when given."""
     rng = random.Random(seed)
     pool = seeds(corpus)
     seen: Counter = Counter()
@@ -113,6 +114,8 @@ def run(corpus: Path, inputs: int, seed: int = 0) -> Counter:
         except Exception as exc:  # noqa: BLE001  (what the campaign counts)
             seen["crash"] += 1
             seen[f"crash: {type(exc).__name__}: {str(exc)[:120]}"] += 1
+            if keep is not None:
+                (keep / f"crash-{seed}-{n}.txt").write_text(f"{fmt}\n{text}")
             continue
         seen["complete" if result.complete else "refused"] += 1
     return seen
@@ -123,9 +126,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--inputs", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep", type=Path, help="write crashing inputs here")
     args = parser.parse_args()
     start = time.process_time()
-    seen = run(CORPUS, args.inputs, args.seed)
+    seen = run(CORPUS, args.inputs, args.seed, args.keep)
     for key, count in sorted(seen.items()):
         print(f"{count:>7}  {key}")
     print(f"CPU {time.process_time() - start:.1f} s")

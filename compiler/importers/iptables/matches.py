@@ -389,8 +389,7 @@ def _hashlimit(out: Converted, opt: Opt, family: int) -> None:
             raise Refuse(f"hashlimit mode `{opt.value}`: pfc keeps a bucket per source "
                          "or per destination address", opt.span)
         per = "src" if modes == ["srcip"] else "dst"
-    elif name in ("srcmask", "dstmask") and int(opt.value or 0) != (32 if family == 4
-                                                                     else 128):
+    elif name in ("srcmask", "dstmask") and opt.value != str(32 if family == 4 else 128):
         raise Refuse(f"`{opt.name} {opt.value}`: pfc keeps a bucket per address",
                      opt.span)
     elif name not in ("name", "htable-size", "htable-max", "htable-expire",

@@ -240,7 +240,8 @@ def _masquerade(t: Module, m: Converted, family: int, remarks: list[Remark]) -> 
 
 def _redirect(t: Module, m: Converted, family: int, remarks: list[Remark]) -> Action:
     opt = t.get("--to-ports")
-    if opt is None or len(t.opts) != 1 or "-" in opt.value or not opt.value.isdigit():
+    if opt is None or len(t.opts) != 1 or "-" in opt.value or not (
+            opt.value.isascii() and opt.value.isdigit()):
         raise Refuse("REDIRECT without one --to-ports port (pfc redirects to a port)",
                      t.span)
     if m.protocol not in ("tcp", "udp"):

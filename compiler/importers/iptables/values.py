@@ -112,7 +112,7 @@ def _dotted(text: str) -> str:
 
 
 def _mask_length(mask: str, version: int, text: str, at: Span) -> int:
-    if mask.isdigit():
+    if mask.isascii() and mask.isdigit():
         length = int(mask)
         if length > (32 if version == 4 else 128):
             raise Refuse(f"`{text}`: prefix length {length} is too long", at)
@@ -138,7 +138,7 @@ def port_range(text: str, at: Span) -> str:
 def port(text: str, at: Span) -> int:
     """A port number or a well-known service name (pfc's fixed table, never
     /etc/services: docs/language.md "Hints")."""
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         return int(text)
     if text.lower() in SERVICES:
         return SERVICES[text.lower()]
@@ -181,7 +181,7 @@ def icmp_type(text: str, family: int, at: Span) -> tuple[int, int, int]:
 
 def protocol_number(text: str, at: Span) -> int:
     word = text.lower()
-    if word.isdigit() and int(word) < 256:
+    if word.isascii() and word.isdigit() and int(word) < 256:
         return int(word)
     if word in PROTOCOLS:
         return PROTOCOLS[word]
@@ -191,9 +191,9 @@ def protocol_number(text: str, at: Span) -> int:
 def rate(text: str, at: Span) -> str:
     """``3/min`` → ``3/minute``; an hour or a day only when it is a whole number of
     minutes' worth (``60/hour`` → ``1/minute``)."""
-    m = re.fullmatch(r"(\d+)(?:/(\w+))?", text)
+    m = re.fullmatch(r"([0-9]+)(?:/(\w+))?", text)
     if not m:
-        what = "a byte rate (pfc's rates count packets)" if re.match(r"\d+[kmg]?b",
+        what = "a byte rate (pfc's rates count packets)" if re.match(r"[0-9]+[kmg]?b",
                                                                       text) else "not N/UNIT"
         raise Refuse(f"rate `{text}` is {what}", at)
     count, unit = int(m.group(1)), (m.group(2) or "sec").lower()

@@ -83,7 +83,8 @@ def read_words(words: list[Word], file: str) -> Words:
 
 
 def _option_like(w: Word) -> bool:
-    return not w.quoted and len(w.text) > 1 and w.text[0] == "-" and not w.text[1].isdigit()
+    return not w.quoted and len(w.text) > 1 and w.text[0] == "-" \
+        and not (w.text[1].isascii() and w.text[1].isdigit())
 
 
 def _args(words: list[Word], i: int, name: str) -> tuple[list[Word], int]:

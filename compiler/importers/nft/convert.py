@@ -238,7 +238,7 @@ def _limit_option(stmt: Stmt, action: str) -> str:
     words = rate.split()
     over = bool(words) and words[0] == "over"
     text = "".join(words[1:] if over else words)
-    m = re.fullmatch(r"(\d+)/(second|minute|hour|day|week)", text)
+    m = re.fullmatch(r"([0-9]+)/(second|minute|hour|day|week)", text)
     if not m:
         raise Refuse(f"limit `{rate}`: pfc's rates are packets per second or minute",
                      stmt.span)

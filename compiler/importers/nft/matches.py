@@ -117,7 +117,7 @@ def _single(sel: str, op: str, value: Val, mask: Val | None, rel: Rel, sets: dic
         return _family(base, texts, op, rel)
     texts = _ordered(_compare(kind, op, texts, rel))
     if field == "proto" and op == "==" and len(texts) > 1 and all(
-            t.isdigit() for t in texts):  # `meta l4proto { tcp, udp }`: one per protocol
+            t.isascii() and t.isdigit() for t in texts):  # `meta l4proto { tcp, udp }`
         return [base + (Match(field, (t,)),) for t in texts]
     return [base + (Match(field, tuple(texts), op == "!="),)]
 

@@ -252,7 +252,7 @@ def _priority(cur: Cursor) -> int:
     if cur.peek().is_("+", "-"):
         sign = cur.next().text
         offset = cur.next()
-        if not offset.text.isdigit():
+        if not (offset.text.isascii() and offset.text.isdigit()):
             raise ParseError(f"priority offset `{offset.text}`", cur.span(offset, offset))
         return base + int(offset.text) * (1 if sign == "+" else -1)
     return base

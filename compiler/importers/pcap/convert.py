@@ -162,7 +162,8 @@ def _address(text: str, net: bool = False):
         except ValueError:
             return None
     parts = addr.split(".")
-    if not all(x.isdigit() and int(x) < 256 for x in parts) or not 1 <= len(parts) <= 4:
+    if not all(x.isascii() and x.isdigit() and int(x) < 256 for x in parts) \
+            or not 1 <= len(parts) <= 4:
         return None
     if len(parts) < 4 and not (net or slash):
         return None
@@ -228,7 +229,7 @@ def _port_value(p: Prim) -> str:
 
 
 def _port(text: str, p: Prim) -> int:
-    if text.isdigit() and int(text) < 65536:
+    if text.isascii() and text.isdigit() and int(text) < 65536:
         return int(text)
     if text.lower() in SERVICES:
         return SERVICES[text.lower()]
@@ -245,7 +246,7 @@ def _proto(p: Prim) -> list[Conj]:
             return [(ET(hex(int(text, 0))),)]
         except ValueError:
             raise Refuse(f"EtherType `{text}`", p.span) from None
-    number = PROTO.get(text) if not text.isdigit() else int(text)
+    number = int(text) if text.isascii() and text.isdigit() else PROTO.get(text)
     if number is None:
         raise Refuse(f"protocol `{text}`", p.span)
     v4 = (ET("ip"), Match("proto", (str(number),)))

@@ -27,7 +27,7 @@ KEYWORDS = frozenset(("less", "greater", "len", "broadcast", "multicast", "vlan"
                       "action", "type", "subtype", "dir", "llc"))
 _TOKEN = re.compile(r"""
     (?P<ws>\s+)
-  | (?P<word>[A-Za-z0-9_.:][A-Za-z0-9_.:\-]*(?:/\d+)?)
+  | (?P<word>[A-Za-z0-9_.:][A-Za-z0-9_.:\-]*(?:/[0-9]+)?)
   | (?P<op>&&|\|\||!=|==|<=|>=|<<|>>|[()\[\]!<>=&|+\-*/%^])
   | (?P<bad>.)
 """, re.X)
