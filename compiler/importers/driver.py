@@ -19,7 +19,7 @@ from pfc.frontend.pipeline import Compiled, compile_source
 from pfc.frontend.source import MAX_POLICY_BYTES, SourceFile
 from pfc.importers.detect import UnknownFormat, detect
 from pfc.importers.emit import Printed, emit
-from pfc.importers.model import Firewall, Item, Refusal, Rule, Skipped
+from pfc.importers.model import Firewall, Item, Origin, Refusal, Rule, Skipped
 
 FORMATS = ("iptables", "nft", "nft-json", "pcap-filter")
 MAX_ROUNDS = 50
@@ -84,6 +84,7 @@ def import_sources(sources: list[SourceFile], fmt: str | None = None,
         ROOT.reset(token)
     absent_interfaces(fw)
     prune(fw)
+    break_loops(fw)
     result = ImportResult("", fmt, [], [], {s.name: s for s in sources}, fw,
                           families=families)
     result.sources.update(fw.extra_sources)
@@ -143,6 +144,41 @@ def prune(fw: Firewall) -> None:
         seen.add(name)
         todo += [i.chain for i in by_name[name].items if isinstance(i, Rule) and i.chain]
     fw.chains = [c for c in fw.chains if c.name in seen]
+
+
+def break_loops(fw: Firewall) -> None:
+    """A jump that closes a loop of chains (nft and iptables refuse to load those; a
+    mutated dump may hold one) is refused at its rule."""
+    by_name = {c.name: c for c in fw.chains}
+    state: dict[str, int] = {}
+
+    def visit(name: str) -> None:
+        state[name] = 1
+        chain = by_name[name]
+        for i, item in enumerate(chain.items):
+            if not (isinstance(item, Rule) and item.chain in by_name):
+                continue
+            if state.get(item.chain) == 1:
+                reason = f"{item.action} {item.chain}: a loop of chains (nft and iptables " \
+                         "refuse to load one)"
+                if item.origin is not None:
+                    fw.refusals.append(Refusal(item.origin, reason, item.origin.span))
+                    chain.items[i] = Skipped(item.origin, reason)
+                else:
+                    chain.items[i] = Skipped(Origin(fw.blocks[0].items[0].origin.span if
+                                                    False else _nowhere(), 0, ""), reason)
+            elif state.get(item.chain) is None:
+                visit(item.chain)
+        state[name] = 2
+
+    for name in list(by_name):
+        if state.get(name) is None:
+            visit(name)
+
+
+def _nowhere():
+    from pfc.frontend.source import Span
+    return Span("<import>", 0, 0)
 
 
 def _place(d: Diagnostic) -> tuple:

@@ -106,6 +106,8 @@ def _chain(ruleset: Ruleset, body: dict, span: Span) -> None:
         chain.type, chain.hook = body.get("type", "filter"), body["hook"]
         chain.priority = int(body.get("prio", 0))
         chain.policy = body.get("policy", "accept")
+        if chain.policy not in ("accept", "drop"):
+            raise Unreadable(f"chain policy `{chain.policy}`")
         chain.policy_span = span
         devices = body.get("dev", body.get("devices", ()))
         chain.devices = (devices,) if isinstance(devices, str) else tuple(devices)
