@@ -19,7 +19,7 @@ from pfc.frontend.pipeline import Compiled, compile_source
 from pfc.frontend.source import MAX_POLICY_BYTES, SourceFile
 from pfc.importers.detect import UnknownFormat, detect
 from pfc.importers.emit import Printed, emit
-from pfc.importers.model import Firewall, Item, Origin, Refusal, Rule, Skipped
+from pfc.importers.model import Firewall, Item, Refusal, Rule, Skipped
 
 FORMATS = ("iptables", "nft", "nft-json", "pcap-filter")
 MAX_ROUNDS = 50
@@ -161,12 +161,9 @@ def break_loops(fw: Firewall) -> None:
             if state.get(item.chain) == 1:
                 reason = f"{item.action} {item.chain}: a loop of chains (nft and iptables " \
                          "refuse to load one)"
-                if item.origin is not None:
+                if item.origin is not None:  # (the importers' own jumps never loop)
                     fw.refusals.append(Refusal(item.origin, reason, item.origin.span))
                     chain.items[i] = Skipped(item.origin, reason)
-                else:
-                    chain.items[i] = Skipped(Origin(fw.blocks[0].items[0].origin.span if
-                                                    False else _nowhere(), 0, ""), reason)
             elif state.get(item.chain) is None:
                 visit(item.chain)
         state[name] = 2
@@ -174,11 +171,6 @@ def break_loops(fw: Firewall) -> None:
     for name in list(by_name):
         if state.get(name) is None:
             visit(name)
-
-
-def _nowhere():
-    from pfc.frontend.source import Span
-    return Span("<import>", 0, 0)
 
 
 def _place(d: Diagnostic) -> tuple:
