@@ -105,9 +105,11 @@ def _chain(ruleset: Ruleset, body: dict, span: Span) -> None:
     if "hook" in body:
         chain.type, chain.hook = body.get("type", "filter"), body["hook"]
         chain.priority = int(body.get("prio", 0))
-        chain.policy = body.get("policy", "accept")
-        if chain.policy not in ("accept", "drop"):
-            raise Unreadable(f"chain policy `{chain.policy}`")
+        policy = body.get("policy", "accept")
+        if policy not in ("accept", "drop"):
+            chain.hook = None  # not a base chain pfc can place: its rules stay unreached
+            raise Unreadable(f"chain policy `{policy}`")
+        chain.policy = policy
         chain.policy_span = span
         devices = body.get("dev", body.get("devices", ()))
         chain.devices = (devices,) if isinstance(devices, str) else tuple(devices)
