@@ -142,6 +142,16 @@ KNOWN = {
     "udp": {"--sport", "--source-port", "--dport", "--destination-port"},
     "state": {"--state"},
     "comment": {"--comment"},
+    "conntrack": {"--ctstate", "--ctstatus", "--ctproto", "--ctorigsrc", "--ctorigdst",
+                  "--ctreplsrc", "--ctrepldst", "--ctorigsrcport", "--ctorigdstport",
+                  "--ctreplsrcport", "--ctrepldstport", "--ctexpire", "--ctdir"},
+    "multiport": {"--ports", "--dports", "--sports", "--destination-ports",
+                  "--source-ports"},
+    "icmp": {"--icmp-type"}, "icmp6": {"--icmpv6-type"}, "mark": {"--mark"},
+    "connmark": {"--mark"}, "mac": {"--mac-source"}, "length": {"--length"},
+    "addrtype": {"--src-type", "--dst-type", "--limit-iface-in", "--limit-iface-out"},
+    "iprange": {"--src-range", "--dst-range"}, "limit": {"--limit", "--limit-burst"},
+    "ttl": {"--ttl-eq", "--ttl-lt", "--ttl-gt"}, "hl": {"--hl-eq", "--hl-lt", "--hl-gt"},
 }
 
 
