@@ -40,7 +40,7 @@ from pfc.backends.nft import maps
 from pfc.backends.nft import stateful as stf
 from pfc.backends.nft.ruleset import emit_ruleset
 from pfc.frontend import ir
-from pfc.frontend.diagnostics import CompileError
+from pfc.frontend.diagnostics import CompileError, Diagnostic, error
 from pfc.frontend.firewall.hooks import BLOCKS
 
 if TYPE_CHECKING:  # jinja2 loads on first render
@@ -97,9 +97,27 @@ class Lowered:
     map_chains: dict[str, list[low.NftRule]]
 
 
+# nft_payload's inner-header base (``@ih``, payload matches): Linux 5.16; 5.10 answers
+# "Operation not supported" (measured in the kernel lab, docs/kernels.md)
+INNER_HEADER_SINCE = (5, 16)
+
+
+def kernel_errors(policy: ir.Policy, options: Options) -> list[Diagnostic]:
+    """One error per payload rule when ``options.extra["kernel"]`` predates ``@ih``."""
+    kernel = options.extra.get("kernel")
+    if kernel is None or tuple(kernel[:2]) >= INNER_HEADER_SINCE:
+        return []
+    shown = ".".join(str(k) for k in kernel[:2])
+    return [error("target `nft`: payload matches need nft_payload's inner header "
+                  f"(`@ih`, Linux 5.16); kernel {shown} does not have it", rule.span,
+                  code="kernel")
+            for rule in policy.rules
+            if any(isinstance(m, ir.PayloadMatch) for m in rule.matches)]
+
+
 def lower(policy: ir.Policy, options: Options) -> Lowered:
     s = setup(policy, options)
-    diags = ch.refused(policy) + stf.hook_errors(policy, s.hook)
+    diags = ch.refused(policy) + stf.hook_errors(policy, s.hook) + kernel_errors(policy, options)
     if diags:
         raise CompileError(diags)
     lowering = low.Lowering(s.family)

@@ -40,6 +40,10 @@ def _args(p: argparse.ArgumentParser) -> None:
                         "loaded in one host lab, FILE compiled for its kind (nft or "
                         "iptables, or --targets T) in another, the same traffic into "
                         "both, compared packet by packet (docs/import.md)")
+    p.add_argument("--kernel", metavar="LIST",
+                   help="verify inside these kernels instead: comma-separated series "
+                        "(5.10, 6.1, 6.12: Debian's, booted in the kernel lab under qemu) "
+                        "or `host` (docs/kernels.md)")
 
 
 def _targets(spec: str) -> tuple[list[str], bool]:
@@ -70,6 +74,8 @@ def _frames(args: argparse.Namespace) -> tuple[list[bytes], int]:
 def _verify(args: argparse.Namespace) -> int:
     if args.against:
         return _against(args)
+    if getattr(args, "kernel", None) is not None:
+        return _verify_kernels(args)
     targets, explicit = _targets(args.targets)
     user, generated = _frames(args)
     report, failed, empty = [], False, []
@@ -150,6 +156,55 @@ def _environment(results) -> bool:
     """Whether nothing ran for want of privileges or a kernel feature (exit 2), not
     because no target can express the policy (exit 1)."""
     return any(r.status == "compiled-only" for r in results)
+
+
+def _verify_kernels(args: argparse.Namespace) -> int:
+    """``--kernel``: ``pfc verify`` itself in each kernel (pfc.verifier.kernels)."""
+    from pfc.verifier import kernels
+
+    try:
+        chosen = kernels.parse_kernels(args.kernel)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    _targets(args.targets)  # usage errors here, before any boot
+    if "-" in args.files or args.pcap == "-":
+        raise UsageError("--kernel reads policies and captures from files, not `-`")
+    out = args.pcap_out or Path("pfc-verify")
+    argv = kernels.verify_args(args.files, args.targets, args.frames, args.seed,
+                               args.pcap, out)
+    runs = [kernels.run_host(argv, out) if k == kernels.HOST
+            else kernels.run(k, args.files, argv, out) for k in chosen]
+    if args.format == "json":
+        print_json({"ok": all(r.ok for r in runs), "kernels": [r.to_json() for r in runs]})
+    else:
+        for r in runs:
+            _print_kernel(r)
+    if any(r.error and r.returncode == 2 for r in runs):
+        return 2
+    return 0 if all(r.ok for r in runs) else 1
+
+
+def _print_kernel(run) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    head = f"kernel {run.kernel}" + (f" ({run.release})" if run.release else "")
+    if run.error:
+        print(f"{shown(head)}: {shown(run.error)}")
+        return
+    for entry in run.report.get("files", []):
+        table = Table(title=cell(f"pfc verify {entry['file']} — {head}"), show_edge=False)
+        for col in ("target", "hook", "frames", "agree", "disagree", "status"):
+            table.add_column(col, overflow="fold")
+        for t in entry["targets"]:
+            table.add_row(*(cell(str(t[k])) for k in ("target", "hook", "frames", "agree",
+                                                       "disagree", "status")))
+        Console().print(table)
+        for t in entry["targets"]:
+            if t["status"] != "agree" and (t.get("reason") or t.get("not_expressible")):
+                why = t.get("reason") or "; ".join(
+                    f"line {n['line']}: {n['rule']}" for n in t["not_expressible"])
+                print(f"  {t['target']}: {shown(why)}")
 
 
 def _run_with_progress(compiled, targets: list[str] | None, args: argparse.Namespace,

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pfc.frontend import ir
+from pfc.frontend.diagnostics import CompileError
 from pfc.frontend.pipeline import compile_text
 from pfc.oracle import gen
 from pfc.oracle.interp import run
@@ -33,7 +34,11 @@ def _policy(main: str, chain: str, jump: str, goto: bool, at: int,
 
 
 def _same_meaning(policy: ir.Policy, frames: int = 300) -> None:
-    flat = inline_chains(policy)
+    try:
+        flat = inline_chains(policy)
+    except CompileError as exc:  # a join one match per field cannot say: refused
+        assert exc.diagnostics[0].code == "inline"
+        return
     assert not flat.chains and not any(isinstance(r.action, ir.Jump) for r in flat.rules)
     sample = gen.sample(replace(flat, default=flat.default), frames, seed=3)
     before, counted_before = run(policy, sample)
@@ -59,6 +64,17 @@ def test_a_join_that_can_never_hold_is_left_out() -> None:
     flat = inline_chains(policy)
     assert [r.index for r in flat.rules] == [50]  # udp vs tcp, IPv6 vs an IPv4 source
     _same_meaning(policy)
+
+
+def test_a_join_one_flags_match_cannot_say_is_refused() -> None:
+    policy = _policy("drop\n", "pass tcp !flags ack,psh\n", "pass tcp flags syn", False, 0,
+                     ir.Verdict.PASS)
+    try:
+        inline_chains(policy)
+    except CompileError as exc:
+        assert "cannot be joined" in exc.diagnostics[0].message
+    else:
+        raise AssertionError("the join was not refused")
 
 
 @settings(max_examples=40, deadline=None)
