@@ -157,3 +157,25 @@ def test_json_reads_as_the_text_does():
     from_json = imported(json.dumps(doc, indent=1), fmt="nft-json", names=("r.json",))
     assert from_json.complete, reasons(from_json)
     assert body(from_json) == body(nft(text))
+
+
+def test_json_nat_map_reads_as_the_text_does():
+    """``dnat ip to ip saddr . tcp dport map { ... }`` in JSON: a rule per element, as
+    in text (it was an IndexError: the JSON lookup carried no map)."""
+    text = ("table ip t {\n  chain c {\n    type nat hook prerouting priority dstnat;\n"
+            "    dnat ip to ip saddr . tcp dport map { 1.1.1.1 . 20 : 2.2.2.2 . 30 }\n"
+            "  }\n}\n")
+    key = {"concat": [{"payload": {"protocol": "ip", "field": "saddr"}},
+                      {"payload": {"protocol": "tcp", "field": "dport"}}]}
+    doc = {"nftables": [
+        {"table": {"family": "ip", "name": "t"}},
+        {"chain": {"family": "ip", "table": "t", "name": "c", "type": "nat",
+                   "hook": "prerouting", "prio": -100, "policy": "accept"}},
+        {"rule": {"family": "ip", "table": "t", "chain": "c", "expr": [
+            {"dnat": {"family": "ip", "addr": {"map": {"key": key, "data": {"set": [
+                [{"concat": ["1.1.1.1", 20]}, {"concat": ["2.2.2.2", 30]}]]}}}}}]}}]}
+    from_json = imported(json.dumps(doc, indent=1), fmt="nft-json", names=("r.json",))
+    from_text = nft(text)
+    assert from_json.complete and from_text.complete, reasons(from_json) + reasons(from_text)
+    assert body(from_json) == body(from_text)
+    assert "dnat tcp src 1.1.1.1 dport 20 to 2.2.2.2:30" in body(from_json)

@@ -304,6 +304,15 @@ def _limit(body: dict, span: Span) -> Stmt:
     return Stmt("limit", span, options)
 
 
+def _nat_lookup(body: dict, span: Span) -> Val:
+    """``dnat to KEY map MAP`` as the text parser reads it: a ``lookup`` of the
+    selectors of ``KEY`` in ``MAP`` (``@name`` or ``{ k : v, ... }``)."""
+    sel, mask = _selector(body["key"])
+    if mask is not None:
+        raise Unreadable("a masked NAT map key")
+    return Val("lookup", "", span, (_verdicts(body["data"], span),), sel)
+
+
 def _reject(body, span: Span) -> Stmt:
     if not body:
         return Stmt("reject", span)
@@ -321,8 +330,10 @@ def _nat(key: str, body: dict, span: Span) -> Stmt:
         options["flags"] = list(body["flags"]) if isinstance(body["flags"], list) else \
             [body["flags"]]
     addr, port = body.get("addr"), body.get("port")
+    if isinstance(addr, dict) and "map" in addr and port is None:
+        return Stmt(key, span, options, _nat_lookup(addr["map"], span))
     if isinstance(addr, dict) or isinstance(port, dict):
-        return Stmt(key, span, options, Val("lookup", "", span))
+        raise Unreadable("a computed NAT address or port")
     if addr is None and port is None:
         return Stmt(key, span, options)
     if addr is None:
