@@ -130,3 +130,23 @@ class Ruleset:
         table = NftTable(family, name, span)
         self.tables.append(table)
         return table
+
+
+# The words of nft's rule grammar pfc tells apart (``pfc.importers.nft.rules``).
+HEADERS = frozenset(("ip", "ip6", "tcp", "udp", "udplite", "sctp", "dccp", "icmp",
+                     "icmpv6", "igmp", "ether", "vlan", "arp", "th", "ah", "esp", "comp",
+                     "dst", "frag", "hbh", "mh", "srh", "gre", "gretap", "vxlan",
+                     "geneve", "cgroupv2", "socket", "osf", "ipsec", "tunnel"))
+META_KEYS = frozenset(("iif", "iifname", "oif", "oifname", "mark", "l4proto", "nfproto",
+                       "protocol", "pkttype", "skuid", "skgid", "length", "priority",
+                       "cpu", "iifgroup", "oifgroup", "cgroup", "iiftype", "oiftype",
+                       "nftrace", "rtclassid", "secmark", "random", "ibrname",
+                       "obrname", "ibriport", "obriport", "time", "day", "hour", "sdif",
+                       "sdifname", "broute", "ibrpvid", "ibrvproto", "ipsec"))
+VERDICTS = frozenset(("accept", "drop", "continue", "return"))
+STATEMENTS = frozenset(("reject", "counter", "log", "limit", "jump", "goto", "queue",
+                        "dnat", "snat", "masquerade", "redirect", "notrack", "comment",
+                        "flow", "dup", "fwd", "tproxy", "synproxy", "quota", "meter",
+                        "add", "update", "delete", "xt", "last"))
+OPS = {"==": "==", "!=": "!=", "<": "<", ">": ">", "<=": "<=", ">=": ">=", "eq": "==",
+       "ne": "!=", "lt": "<", "gt": ">", "le": "<=", "ge": ">=", "!": "!"}

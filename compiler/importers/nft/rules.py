@@ -5,28 +5,19 @@ values they take: words, ``{ sets }``, ``@refs``, ``$defines``, concatenations
 
 from __future__ import annotations
 
-from pfc.importers.nft.ast import NftRule, Rel, Stmt, Val
+from pfc.importers.nft.ast import (
+    HEADERS,
+    META_KEYS,
+    OPS,
+    STATEMENTS,
+    VERDICTS,
+    NftRule,
+    Rel,
+    Stmt,
+    Val,
+)
 from pfc.importers.nft.cursor import Cursor, ParseError
 from pfc.importers.nft.lexer import Tok
-
-HEADERS = frozenset(("ip", "ip6", "tcp", "udp", "udplite", "sctp", "dccp", "icmp",
-                     "icmpv6", "igmp", "ether", "vlan", "arp", "th", "ah", "esp", "comp",
-                     "dst", "frag", "hbh", "mh", "srh", "gre", "gretap", "vxlan",
-                     "geneve", "cgroupv2", "socket", "osf", "ipsec", "tunnel", "dccp"))
-META_KEYS = frozenset(("iif", "iifname", "oif", "oifname", "mark", "l4proto", "nfproto",
-                       "protocol", "pkttype", "skuid", "skgid", "length", "priority",
-                       "cpu", "iifgroup", "oifgroup", "cgroup", "iiftype", "oiftype",
-                       "nftrace", "rtclassid", "secmark", "random", "ibrname",
-                       "obrname", "ibriport", "obriport", "time", "day", "hour", "sdif",
-                       "sdifname", "broute", "ibrpvid", "ibrvproto", "ipsec"))
-VERDICTS = frozenset(("accept", "drop", "continue", "return"))
-STATEMENTS = frozenset(("reject", "counter", "log", "limit", "jump", "goto", "queue",
-                        "dnat", "snat", "masquerade", "redirect", "notrack", "comment",
-                        "flow", "dup", "fwd", "tproxy", "synproxy", "quota", "meter",
-                        "add", "update", "delete", "xt", "last"))
-OPS = {"==": "==", "!=": "!=", "<": "<", ">": ">", "<=": "<=", ">=": ">=", "eq": "==",
-       "ne": "!=", "lt": "<", "gt": ">", "le": "<=", "ge": ">=", "!": "!"}
-
 
 # ------------------------------------------------------------------------ rules
 
