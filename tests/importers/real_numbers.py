@@ -2,9 +2,10 @@
 
 Each real ruleset of the corpus (tests/importers/corpus.py: iptables dumps with their
 ip6tables twins, nft configurations with their includes) goes through the ``pfc import``
-command as a user would run it, ``--format json``. Whole: exit 0. Partial: exit 1, and
-``--partial -o OUT.pf`` writes a policy that ``pfc check`` accepts. Failed: anything else
-(exit 2, or a partial policy the checker refuses). Then the reasons, each ruleset counted
+command as a user would run it (``--format json --partial -o OUT.pf``), and OUT.pf
+through ``pfc check`` and ``pfc fmt --check``. Whole: exit 0. Partial: exit 1 (rules
+refused by name, the rest written). Failed: anything else (exit 2 or 70, or an OUT.pf
+that pfc's own checker or formatter refuses). Then the reasons, each ruleset counted
 once per reason, with the number of rules."""
 
 from __future__ import annotations
@@ -43,33 +44,38 @@ def _reason(text: str) -> str:
     return re.sub(r"\d+", "N", text)[:90]
 
 
+def _refused_by_pfc(path: str) -> str:
+    """What ``pfc check`` or ``pfc fmt --check`` says against the written policy."""
+    for args in (["check", path], ["fmt", "--check", path]):
+        done = _run(args)
+        if done.returncode != 0:
+            return f"pfc {args[0]}: exit {done.returncode}: {done.stderr.strip()}{done.stdout}"
+    return ""
+
+
 def measure() -> tuple[Counter, dict, dict]:
     outcome: Counter = Counter()
     rulesets_by: dict[str, set[str]] = defaultdict(set)
     rules_by: Counter = Counter()
     with tempfile.TemporaryDirectory() as tmp:
+        out = str(Path(tmp) / "out.pf")
         for name, args in rulesets():
-            done = _run(["import", *args, "--format", "json"])
-            if done.returncode == 0:
-                outcome["whole"] += 1
-                continue
-            if done.returncode != 1:
+            done = _run(["import", *args, "--format", "json", "--partial", "-o", out])
+            if done.returncode not in (0, 1):
                 outcome[f"failed (exit {done.returncode})"] += 1
                 print(f"{name}: exit {done.returncode}: {done.stderr.strip()[:200]}")
                 continue
+            bad = _refused_by_pfc(out)
+            if bad:
+                outcome["failed (pfc check or fmt --check refuses the output)"] += 1
+                print(f"{name}: {bad[:300]}")
+                continue
             report = json.loads(done.stdout)
+            outcome["whole" if done.returncode == 0 else "partial"] += 1
             for r in report["reasons"]:
                 rulesets_by[_reason(r["reason"])].add(name)
                 rules_by[_reason(r["reason"])] += r["count"]
-            out = str(Path(tmp) / "out.pf")
-            written = _run(["import", *args, "--partial", "-o", out])
-            checked = _run(["check", out]) if written.returncode == 1 else written
-            if checked.returncode == 0:
-                outcome["partial"] += 1
-            else:
-                outcome["failed (partial policy refused)"] += 1
-                print(f"{name}: partial: {checked.stderr.strip()[:300]}")
-            print(f"{name}: {report['rules']}: "
+            print(f"{name}: exit {done.returncode} {report['rules']}: "
                   + "; ".join(f"{r['count']}x {r['reason'][:70]}" for r in report["reasons"]))
     return outcome, rulesets_by, rules_by
 

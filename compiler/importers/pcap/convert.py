@@ -33,6 +33,9 @@ ETHER = {"ip": "ip", "ip6": "ip6", "arp": "arp", "rarp": "0x8035"}
 PROTO = {"tcp": 6, "udp": 17, "icmp": 1, "icmp6": 58, "igmp": 2, "sctp": 132, "pim": 103,
          "vrrp": 112, "carp": 112, "ah": 51, "esp": 50, "igrp": 9}
 IPV4_ONLY = frozenset(("icmp", "igmp", "igrp", "pim", "vrrp", "carp"))  # gen_proto(Q_IP)
+ARP = ("libpcap's `host`/`net` of an IPv4 address also matches ARP and RARP packets, "
+       "whose addresses pfc does not read (write `ip host`, `ip net`, or say `ip` or "
+       "`tcp` beside it)")
 FRAG = ("libpcap's `{w}` also reads behind one IPv6 fragment header, pfc reads the "
         "fixed header's next header (on IPv4 it is exact: `ip and {w}`)")
 
@@ -66,6 +69,9 @@ def dnf(node) -> list[Conj]:
 
 
 def _cap(parts: list[Conj], node) -> list[Conj]:
+    """``parts`` without repeats (as sets of literals), at most ``MAX_PARTS``."""
+    seen: set[frozenset] = set()
+    parts = [c for c in parts if not (frozenset(c) in seen or seen.add(frozenset(c)))]
     if len(parts) > MAX_PARTS:
         raise Refuse(f"more than {MAX_PARTS} rules once written as pfc rules (`not` and "
                      "`and` over `or`s multiply them)", node.span)
@@ -96,6 +102,9 @@ def _complement(conj: Conj) -> list[Conj]:
     out: list[Conj] = []
     family = next((m.values[0] for m in conj if m.field == "ether-type" and not m.negated),
                   None)
+    # not (E and L) = not E, or E and not L: a literal's complement keeps the EtherType
+    # it was read under, so that an `and` with another EtherType drops it.
+    under = (ET(family),) if family else ()
     for m in conj:
         if m.field in ("ether-type", "ether-src", "ether-dst"):
             out.append((m.negate(),))
@@ -103,10 +112,11 @@ def _complement(conj: Conj) -> list[Conj]:
             out.append((ET(family, True),))
             out.append((ET(family), m.negate()))
         elif m.field == "x":
-            out.append((m,))
+            out.append(under + (m,))
         else:
-            out.append((X("`not` of a port: on a later fragment libpcap's test is false "
-                          "and its negation true, which pfc's `!dport` is not"),))
+            out.append(under + (X("`not` of a port: on a later fragment libpcap's test is "
+                                  "false and its negation true, which pfc's `!dport` is "
+                                  "not"),))
     return out
 
 
@@ -183,13 +193,12 @@ def _mac(text: str) -> bool:
 
 def _hosts(p: Prim, net) -> list[Conj]:
     family = "ip" if net.version == 4 else "ip6"
-    if p.proto in ("arp", "rarp") or (p.proto is None and net.version == 4):
-        return [(X("libpcap's `host`/`net` of an IPv4 address also matches ARP and RARP "
-                   "packets, which pfc does not read (write `ip host`, `ip net`)"),)]
+    arp = [(ET(ETHER[kind]), X(ARP)) for kind in ("arp", "rarp")
+           if p.proto == kind or (p.proto is None and net.version == 4)]
     if p.proto is not None and p.proto != family:
-        return []
+        return arp
     text = str(net.network_address) if net.prefixlen == net.max_prefixlen else str(net)
-    return _directions(p.dir, family, "src", "dst", text)
+    return _directions(p.dir, family, "src", "dst", text) + arp
 
 
 def _directions(dir_: str | None, family: str, src: str, dst: str, value: str) -> list[Conj]:
@@ -219,7 +228,7 @@ def _ports(p: Prim) -> list[Conj]:
 
 def _port_value(p: Prim) -> str:
     text = p.id
-    if p.type == "portrange" or ("-" in text and p.type == "port"):
+    if "-" in text and p.type in ("port", "portrange"):  # `portrange 25`: 25 alone
         lo, _, hi = text.partition("-")
         a, b = _port(lo, p), _port(hi, p)
         if a > b:
@@ -229,8 +238,9 @@ def _port_value(p: Prim) -> str:
 
 
 def _port(text: str, p: Prim) -> int:
-    if text.isascii() and text.isdigit() and int(text) < 65536:
-        return int(text)
+    number = _number(text)
+    if number is not None and number < 65536:
+        return number
     if text.lower() in SERVICES:
         return SERVICES[text.lower()]
     raise Refuse(f"port `{text}`: not a number or a service name pfc knows", p.span)
@@ -238,22 +248,38 @@ def _port(text: str, p: Prim) -> int:
 
 def _proto(p: Prim) -> list[Conj]:
     text = p.id
-    if p.proto == "ether":
+    if p.proto in ("ether", "link"):  # `link proto` is `ether proto` on Ethernet
         names = {"ip": "ip", "ip6": "ip6", "arp": "arp", "rarp": "0x8035"}
         if text in names:
             return [(ET(names[text]),)]
         try:
             return [(ET(hex(int(text, 0))),)]
         except ValueError:
-            raise Refuse(f"EtherType `{text}`", p.span) from None
-    number = int(text) if text.isascii() and text.isdigit() else PROTO.get(text)
-    if number is None:
+            raise Refuse(f"EtherType `{text}`: a name pfc does not map (libpcap reads "
+                         "AppleTalk, IPX, ISO, STP and NetBEUI in 802.2 LLC and SNAP frames "
+                         "too)", p.span) from None
+    if p.proto not in (None, "ip", "ip6"):
+        raise Refuse(f"`{p.proto} proto`: pfc reads the protocols of IPv4 and IPv6 only",
+                     p.span)
+    number = _number(text) if _number(text) is not None else PROTO.get(text)
+    if number is None or number > 255:
         raise Refuse(f"protocol `{text}`", p.span)
     v4 = (ET("ip"), Match("proto", (str(number),)))
     if p.proto == "ip":
         return [v4]
     v6 = (ET("ip6"), X(FRAG.format(w=f"ip6 proto {text}")))
     return [v6] if p.proto == "ip6" else [v4, v6]
+
+
+def _number(text: str) -> int | None:
+    """A number as libpcap's scanner reads it: decimal, ``0x`` hex, ``0`` octal."""
+    if not text.isascii():
+        return None
+    try:
+        return int(text, 16) if text.lower().startswith("0x") else \
+            int(text, 8) if text.startswith("0") and len(text) > 1 else int(text)
+    except ValueError:
+        return None
 
 
 def _ether_host(p: Prim) -> list[Conj]:

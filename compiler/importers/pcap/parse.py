@@ -28,6 +28,7 @@ KEYWORDS = frozenset(("less", "greater", "len", "broadcast", "multicast", "vlan"
 _TOKEN = re.compile(r"""
     (?P<ws>\s+)
   | (?P<word>[A-Za-z0-9_.:][A-Za-z0-9_.:\-]*(?:/[0-9]+)?)
+  | (?P<id>\\[^\s!()]+)
   | (?P<op>&&|\|\||!=|==|<=|>=|<<|>>|[()\[\]!<>=&|+\-*/%^])
   | (?P<bad>.)
 """, re.X)
@@ -170,14 +171,16 @@ class _Parser:
             self.i += 1
             return Prim(proto, None, tok.text, None, self.span(first, tok),
                         self.source.text[first.start:tok.end])
-        if tok is not None and tok.kind == "word" and tok.text not in ("and", "or", "not") \
+        if tok is not None and tok.kind in ("word", "id") \
+                and tok.text not in ("and", "or", "not") \
                 and (type_ or dir_ or (tok.text not in PROTOS and not qualified)):
             self.i += 1
+            ident = tok.text.removeprefix("\\")  # `\ip`: the ID `ip`, no keyword
             if not qualified and inherit and self.last is not None:
                 last = self.last
-                return Prim(last.proto, last.dir, last.type, tok.text,
+                return Prim(last.proto, last.dir, last.type, ident,
                             self.span(tok, tok), tok.text)
-            prim = Prim(proto, dir_, type_, tok.text, self.span(first, tok),
+            prim = Prim(proto, dir_, type_, ident, self.span(first, tok),
                         self.source.text[first.start:tok.end])
             self.last = prim
             return prim
