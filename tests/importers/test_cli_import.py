@@ -106,3 +106,40 @@ def test_a_file_larger_than_pfc_reads_is_refused_without_reading_it(tmp_path, ca
                                   ["import", "/nonexistent/rules"]])
 def test_bad_usage_exits_2(argv, capsys):
     assert main(argv) == 2
+
+
+@pytest.mark.parametrize("content, line", [
+    ("table inet f {\n  chain i {\n    type filter hook input priority 0; policy drop;\n"
+     "    tcp dport 22 accept\n  }\n}\n", "pass tcp dport 22"),
+    ('{"nftables": [{"table": {"family": "inet", "name": "f"}}, {"chain": {"family": '
+     '"inet", "table": "f", "name": "i", "type": "filter", "hook": "input", "prio": 0, '
+     '"policy": "drop"}}]}', "default drop"),
+    ("ip and tcp dst port 22\n", "pass tcp src 0.0.0.0/0 dport 22"),
+])
+def test_the_format_is_told_from_the_text(files, capsys, content, line):
+    assert main(["import", files("x", content)]) == 0
+    assert line in capsys.readouterr().out
+
+
+def test_an_nft_file_with_its_include_under_root_and_a_flowtable(files, capsys, tmp_path):
+    """`include "/etc/..."` read under --root; a flowtable and `flow add` left out with
+    a note each, the rest imported (exit 0) with the file's own `# comment`, fmt-clean."""
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "defs.nft").write_text("define lan = { 10.0.0.0/8, 192.168.0.0/16 }\n")
+    main_file = files("main.nft", (
+        'include "/etc/defs.nft"\ntable inet f {\n'
+        "  flowtable ft { hook ingress priority 0; devices = { eth0, eth1 }; }\n"
+        "  set web { type inet_service; elements = { 80, 443 } }\n  chain fwd {\n"
+        "    type filter hook forward priority 0; policy drop;\n"
+        "    ip protocol tcp flow add @ft\n"
+        "    ip saddr . tcp dport { 10.0.0.1 . 22, 10.0.0.2 . 2222 } accept\n"
+        "    ip saddr $lan tcp dport @web accept  # web from the LAN\n  }\n}\n"))
+    out = tmp_path / "out.pf"
+    assert main(["import", main_file, "--root", str(tmp_path), "-o", str(out)]) == 0
+    err, text = capsys.readouterr().err, out.read_text()
+    assert "main.nft:3:3: note: flowtable left out" in err
+    assert "main.nft:7:21: note: `flow add` (flowtable offload) left out" in err
+    assert "pass tcp src 10.0.0.2 dport 2222" in text
+    assert "pass tcp src { 10.0.0.0/8, 192.168.0.0/16 } dport { 80, 443 }  # main.nft:9: " \
+           "web from the LAN" in text  # the person's comment carried over
+    assert main(["fmt", "--check", str(out)]) == 0

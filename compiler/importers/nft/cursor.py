@@ -3,11 +3,14 @@ and origins its reader hands on, and the error of a statement that cannot be rea
 
 from __future__ import annotations
 
+import re
+
 from pfc.frontend.source import SourceFile, Span
 from pfc.importers.model import Origin
 from pfc.importers.nft.lexer import Tok
 
 END = ("nl", "eof")
+_HANDLE = re.compile(r"handle \d+")
 
 
 class ParseError(Exception):
@@ -42,6 +45,19 @@ class Cursor:
         span = self.span(a, b)
         line = self.source.position(span.start)[0]
         return Origin(span, line, " ".join(self.source.text[span.start:span.end].split()))
+
+    def trailing_comment(self, last: Tok) -> str:
+        """A person's ``# ...`` after the rule ending at ``last``, on the same line (not
+        nft's own ``# handle N``); "" when there is none."""
+        text = self.source.text
+        if not 0 < last.end <= len(text):
+            return ""
+        stop = text.find("\n", last.end)
+        head, hash_, tail = text[last.end:stop if stop >= 0 else len(text)].partition("#")
+        tail = tail.strip()
+        if not hash_ or head.strip(" \t;") or _HANDLE.fullmatch(tail):
+            return ""
+        return tail
 
     def expect(self, text: str) -> Tok:
         tok = self.next()

@@ -55,7 +55,7 @@ def _rule(cur: Cursor) -> NftRule:
         else:
             nodes.append(node)
         last = cur.toks[cur.i - 1]
-    return NftRule(nodes, cur.origin(first, last), comment)
+    return NftRule(nodes, cur.origin(first, last), comment or cur.trailing_comment(last))
 
 
 def _node(cur: Cursor) -> Rel | Stmt:
