@@ -24,7 +24,7 @@ from pfc.cli.check import CHECK, FMT
 from pfc.cli.common import CONTEXT, Command, UsageError, print_diagnostics
 from pfc.cli.compile import COMPILE, TARGETS
 from pfc.cli.events.log import LOG
-from pfc.cli.import_ import IMPORT
+from pfc.cli.importing.command import IMPORT
 from pfc.cli.load import LOAD, UNLOAD
 from pfc.cli.lsp import LSP
 from pfc.cli.output import OutputError, shown
