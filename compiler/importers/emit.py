@@ -37,6 +37,17 @@ class Printed:
     renamed: dict[str, str] = field(default_factory=dict)
 
 
+def _declarations(fw: Firewall, body: list[tuple[str, Item | None]]
+                  ) -> list[tuple[str, Item | None]]:
+    """The defines and set files the printed rules use (``$name``), and a blank line."""
+    used = set(re.findall(r"\$([A-Za-z_][A-Za-z0-9_-]*)",
+                          "\n".join(line for line, item in body if item is not None)))
+    out = [(f"define {name} = {value}", None) for name, value in fw.defines if name in used]
+    out += [(f'set {name} = file "{path}"', None) for name, path, _ in fw.sets
+            if name in used]
+    return out + [("", None)] if out else out
+
+
 def emit(fw: Firewall, families: frozenset[int] = frozenset((4, 6))) -> Printed:
     names = _names(fw)
     chains = _ordered_chains(fw.chains, names)
@@ -45,20 +56,16 @@ def emit(fw: Firewall, families: frozenset[int] = frozenset((4, 6))) -> Printed:
     rows: list[tuple[str, Item | None]] = [(f"# {h}" if h else "", None) for h in fw.header]
     if rows:
         rows.append(("", None))
-    for name, value in fw.defines:
-        rows.append((f"define {name} = {value}", None))
-    for name, path, _ in fw.sets:
-        rows.append((f'set {name} = file "{path}"', None))
-    if fw.defines or fw.sets:
-        rows.append(("", None))
+    body: list[tuple[str, Item | None]] = []
     for chain in chains:
         comment = chain.comment or (f"chain {chain.name} of the source"
                                     if names[chain.name] != chain.name else "")
-        rows += _container(f"chain {names[chain.name]}", chain.items, None, names,
+        body += _container(f"chain {names[chain.name]}", chain.items, None, names,
                            reach[chain.name], comment)
     for block in fw.blocks:
-        rows += _container(block.name, block.items, block.default, names,
+        body += _container(block.name, block.items, block.default, names,
                            block.reach or families, block.comment)
+    rows += _declarations(fw, body) + body
     text = []
     for number, (line, item) in enumerate(rows, start=1):
         text.append(line)

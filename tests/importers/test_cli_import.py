@@ -140,6 +140,7 @@ def test_an_nft_file_with_its_include_under_root_and_a_flowtable(files, capsys, 
     assert "main.nft:3:3: note: flowtable left out" in err
     assert "main.nft:7:21: note: `flow add` (flowtable offload) left out" in err
     assert "pass tcp src 10.0.0.2 dport 2222" in text
-    assert "pass tcp src { 10.0.0.0/8, 192.168.0.0/16 } dport { 80, 443 }  # main.nft:9: " \
+    assert "define web = { 80, 443 }" in text  # a named set keeps its name
+    assert "pass tcp src { 10.0.0.0/8, 192.168.0.0/16 } dport $web  # main.nft:9: " \
            "web from the LAN" in text  # the person's comment carried over
     assert main(["fmt", "--check", str(out)]) == 0

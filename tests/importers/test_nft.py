@@ -73,7 +73,7 @@ def test_verdict_maps_and_named_sets_and_defines():
         "policy drop;", "policy drop;\n    ip saddr @bad drop"))
     assert r.complete, reasons(r)
     lines = body(r)
-    assert "drop src 1.2.3.4" in lines
+    assert "define bad = { 1.2.3.4 }" in lines and "drop src $bad" in lines
     assert "pass ct state established" in lines and "drop ct state invalid" in lines
     assert "pass tcp src { 10.0.0.0/8, 192.168.0.0/16 } dport 22" in lines
     assert "jump web tcp src { 10.0.0.0/8, 192.168.0.0/16 } dport 80" in lines
@@ -179,3 +179,20 @@ def test_json_nat_map_reads_as_the_text_does():
     assert from_json.complete and from_text.complete, reasons(from_json) + reasons(from_text)
     assert body(from_json) == body(from_text)
     assert "dnat tcp src 1.1.1.1 dport 20 to 2.2.2.2:30" in body(from_json)
+
+
+def test_named_sets_keep_their_names():
+    """`@name` is `$name` with one define per distinct contents (another table's set
+    of the same name is `$name-2`); a define only rules that were imported use."""
+    text = ("table ip a {\n  set ok { type ipv4_addr; elements = { 10.0.0.1, 10.0.0.2 } }\n"
+            "  set gone { type inet_service; elements = { 1, 2 } }\n"
+            "  chain c {\n    type filter hook input priority 0; policy drop;\n"
+            "    ip saddr != @ok drop\n    tcp dport @gone meter m { ip saddr } accept\n"
+            "  }\n}\n"
+            "table ip b {\n  set ok { type ipv4_addr; elements = { 10.0.0.3 } }\n"
+            "  chain c {\n    type filter hook input priority 10; policy accept;\n"
+            "    ip saddr @ok accept\n  }\n}\n")
+    lines = body(nft(text))
+    assert lines[:2] == ["define ok = { 10.0.0.1, 10.0.0.2 }", "define ok-2 = { 10.0.0.3 }"]
+    assert "drop ip !src $ok" in lines and "pass src $ok-2" in lines
+    assert not any("gone" in line for line in lines if not line.startswith("#"))

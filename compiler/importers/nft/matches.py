@@ -11,6 +11,9 @@ dport`` and ``meta l4proto`` follow IPv6 extension headers, pfc's ``tcp`` does n
 
 from __future__ import annotations
 
+import re
+from contextvars import ContextVar
+
 from pfc.importers.model import Match, Refuse
 from pfc.importers.nft import values as v
 from pfc.importers.nft.ast import Rel, Val
@@ -116,10 +119,32 @@ def _single(sel: str, op: str, value: Val, mask: Val | None, rel: Rel, sets: dic
     if field == "family":
         return _family(base, texts, op, rel)
     texts = _ordered(_compare(kind, op, texts, rel))
+    if op in ("==", "!=") and value.kind == "ref" and kind in ("addr", "port"):
+        texts = _named(value.text, texts)
     if field == "proto" and op == "==" and len(texts) > 1 and all(
             t.isascii() and t.isdigit() for t in texts):  # `meta l4proto { tcp, udp }`
         return [base + (Match(field, (t,)),) for t in texts]
     return [base + (Match(field, tuple(texts), op == "!="),)]
+
+
+# The named sets an import keeps as pfc defines (pfc name → values), while one is read
+# (``pfc.importers.nft.import_nft`` sets it); None: every set is written out in place.
+NAMED: ContextVar[dict[str, tuple[str, ...]] | None] = ContextVar("named_sets", default=None)
+
+
+def _named(name: str, texts: list[str]) -> list[str]:
+    """``@name`` as ``$name``, its values defined once (``NAMED``): a second set of the
+    same name with other values (another table's) is ``$name-2``."""
+    registry = NAMED.get()
+    if registry is None:
+        return texts
+    base = re.sub(r"[^A-Za-z0-9_-]", "_", name)
+    base = base if re.match(r"[A-Za-z_]", base) else f"set_{base}"
+    for n in range(1, 100):
+        pfc = base if n == 1 else f"{base}-{n}"
+        if registry.setdefault(pfc, tuple(texts)) == tuple(texts):
+            return [f"${pfc}"]
+    return texts
 
 
 def _family(base: Conj, texts: list[str], op: str, rel: Rel) -> list[Conj]:
