@@ -189,3 +189,14 @@ def test_chain_names_pfc_cannot_take_are_renamed():
                       "-A a.b -j ACCEPT", chains="drop a.b"))
     assert r.complete, reasons(r)
     assert "jump c_drop" in body(r) and "jump a_b" in body(r)
+
+
+def test_raw_and_security_tables():
+    """raw's chains are pfc's raw blocks; the security table's rules are refused by
+    name (SELinux labelling, a table pfc has no block for), each at its line."""
+    r = imported(dump("-A PREROUTING -p udp --dport 53 -j CT --notrack", table="raw"))
+    assert r.complete, reasons(r)
+    assert body(r)[:4] == ["raw prerouting {", "default pass", "pass ip6", "notrack udp dport 53"]
+    r = imported(dump("-A INPUT -p tcp --dport 80 -j DROP", table="security"))
+    assert reasons(r) == ["the security table (SELinux labels, run after filter): pfc has "
+                          "no block for it"]

@@ -64,8 +64,8 @@ def read_family(dump: Dump, family: int) -> FamilyRules:
         if not table.committed:
             continue
         if table.name == "security":
-            _refuse_all(out, table, "the security table sets SELinux marks, which pfc "
-                        "does not")
+            _refuse_all(out, table, "the security table (SELinux labels, run after "
+                        "filter): pfc has no block for it")
             continue
         chains = {chain_name(table.name, c): _rules(out, table, c)
                   for c in table.chains}
