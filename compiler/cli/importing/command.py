@@ -164,10 +164,11 @@ def _report(result, output: str | None) -> dict:
 
 IMPORT = Command(
     "import", "import an iptables-save dump, an nft ruleset or a pcap-filter expression",
-    "Import an existing firewall as a pfc policy (docs/import.md): iptables-save output\n"
-    "(with its ip6tables-save twin as a second FILE), an nft ruleset (text or `nft -j`\n"
-    "JSON), or a pcap-filter expression (--expr or a file holding one). Every rule is\n"
-    "commented with the source line it came from. A rule pfc cannot say is listed as\n"
-    "FILE:LINE:COL: cannot import: REASON (grouped by reason) and nothing is written\n"
-    "unless --partial is given (exit 1); exit 0 means every rule was imported.",
+    "Import an existing firewall as a pfc policy (docs/import.md): iptables-save\n"
+    "output (with its ip6tables-save twin as a second FILE), an nft ruleset (text or\n"
+    "`nft -j` JSON), or a pcap-filter expression (--expr or a file holding one).\n"
+    "Every rule is commented with the source line it came from. A rule pfc cannot\n"
+    "say is listed as FILE:LINE:COL: cannot import: REASON (grouped by reason) and\n"
+    "nothing is written unless --partial is given (exit 1); exit 0 means every rule\n"
+    "was imported.",
     _args, _run)
