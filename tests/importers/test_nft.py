@@ -196,3 +196,19 @@ def test_named_sets_keep_their_names():
     assert lines[:2] == ["define ok = { 10.0.0.1, 10.0.0.2 }", "define ok-2 = { 10.0.0.3 }"]
     assert "drop ip !src $ok" in lines and "pass src $ok-2" in lines
     assert not any("gone" in line for line in lines if not line.startswith("#"))
+
+
+def test_a_device_the_hook_has_none_of():
+    """nft reads `iif` as 0 in output and `oif` as 0 in input and prerouting: a rule
+    that asks for one never matches (left out, said so), one that asks for its absence
+    matches without asking (pfc's checker refused both)."""
+    text = ("table inet f {\n  chain o {\n    type filter hook output priority 0; "
+            'policy drop;\n    iif lo accept\n    iifname != "eth0" oif lo accept\n  }\n'
+            "  chain i {\n    type filter hook input priority 0; policy drop;\n"
+            '    oifname "x" accept\n  }\n}\n')
+    r = nft(text)
+    assert r.complete, reasons(r)
+    lines = body(r)
+    assert "pass oif lo" in lines
+    assert not any(line.startswith("pass") and "iif" in line for line in lines)
+    assert not any(line.startswith("pass oif x") for line in lines)

@@ -110,7 +110,8 @@ def _table(out: _Out, table: NftTable, has_nat: set, names: dict) -> list[Base]:
     blocks: dict[str, _Rules] = {}
     chains: dict[str, list[Item]] = {}
     for chain in table.chains.values():
-        items = _items(local, chain, ctx, table, names)
+        items = _items(local, chain, ctx, table, names,
+                       NO_DEVICE.get(chain.hook, "") if chain.base else "")
         if not chain.base:
             chains[names[(table.family, table.name, chain.name)]] = items
             continue
@@ -151,12 +152,33 @@ def _store(out: _Out, name: str, items: list[Item], family: int | None) -> None:
     out.chain_family[name] = None
 
 
+# The device a hook's packets have none of: nft's `iif`/`iifname` read 0 and "" there
+# (nft_meta_store_ifindex/ifname of a NULL device), so `iif lo` never holds in output
+# and `iif != lo` always does.
+NO_DEVICE = {"output": "iif", "prerouting": "oif", "input": "oif", "ingress": "oif"}
+
+
+def _without_device(rules: list, absent: str) -> list:
+    """``rules`` of a base chain whose hook has no ``absent`` device: a rule that asks
+    for one never matches, a rule that asks for its absence no longer asks."""
+    out = []
+    for r in rules:
+        asks = [m for m in r.matches if m.field == absent]
+        if any(not m.negated for m in asks) and not any("*" == x for m in asks
+                                                       for x in m.values):
+            continue
+        out.append(replace(r, matches=tuple(m for m in r.matches
+                                            if m.field != absent or not m.negated)))
+    return out
+
+
 def _items(out: _Out, chain: NftChain, ctx: Context, table: NftTable,
-           names: dict) -> list[Item]:
+           names: dict, absent: str = "") -> list[Item]:
     items: list[Item] = []
     for rule in chain.rules:
         try:
             rules = convert_rule(rule, ctx)
+            rules = _without_device(rules, absent) if absent else rules
         except Refuse as refused:
             out.refusals.append(Refusal(rule.origin, refused.reason,
                                         refused.at or rule.origin.span))
