@@ -18,7 +18,7 @@ queue tcp dport 5201 num 3 first 8 bypass
 queue udp dport 53
 default drop
 """
-QUEUE_TARGETS = {"ir"}
+QUEUE_TARGETS = {"nft", "iptables", "ir"}
 
 
 def test_the_action_and_its_options() -> None:

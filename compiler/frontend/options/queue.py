@@ -32,3 +32,10 @@ class Queue:
     span: Span = NO_SPAN
     name: str = "queue"
     terminal: bool = True
+
+# The verdict cache of `first K`: two bits of the connection's mark (ct mark), written by
+# `pfc decide` over ctnetlink and read by the rules before the queue rule. A policy's
+# own `mark`/`ct mark` should leave these bits alone (docs/queue.md).
+MARK_MASK = 0xC000_0000
+MARK_PASS = 0x8000_0000
+MARK_DROP = 0xC000_0000
