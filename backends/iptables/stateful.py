@@ -102,12 +102,13 @@ def hook_errors(policy: ir.Policy, hook: str) -> list[Diagnostic]:
     each such rule."""
     if hook in AFTER_CONNTRACK:
         return []
-    return queue.hook_errors(policy, hook) + [error(f"target `iptables` cannot express `ct state` at hook `{hook}` (rule at "
-                  f"line {r.line}): raw PREROUTING runs before conntrack, where every "
-                  "packet is untracked", r.span,
-                  hint="compile with `--hook filter-input` (after conntrack)",
-                  code="unsupported")
-            for r in _once(policy) if any(isinstance(m, ir.CtMatch) for m in r.matches)]
+    ct = [error(f"target `iptables` cannot express `ct state` at hook `{hook}` (rule at "
+                f"line {r.line}): raw PREROUTING runs before conntrack, where every "
+                "packet is untracked", r.span,
+                hint="compile with `--hook filter-input` (after conntrack)",
+                code="unsupported")
+          for r in _once(policy) if any(isinstance(m, ir.CtMatch) for m in r.matches)]
+    return queue.hook_errors(policy, hook) + ct
 
 
 def _once(policy: ir.Policy) -> list[ir.Rule]:

@@ -128,9 +128,10 @@ def hook_errors(policy: ir.Policy, hook: str) -> list[Diagnostic]:
     if hook in AFTER_CONNTRACK:
         return []
     from pfc.backends.nft.queue import hook_errors as queue_errors
-    return queue_errors(policy, hook) + [error(f"target `nft` cannot express `ct state` at hook `{hook}` (rule at line "
-                  f"{r.line}): it runs before conntrack, where every packet is untracked",
-                  r.span, hint="compile with `--hook input` (after conntrack)",
-                  code="unsupported")
-            for r in {r.index: r for r in policy.rules}.values()
-            if any(isinstance(m, ir.CtMatch) for m in r.matches)]
+    ct = [error(f"target `nft` cannot express `ct state` at hook `{hook}` (rule at line "
+                f"{r.line}): it runs before conntrack, where every packet is untracked",
+                r.span, hint="compile with `--hook input` (after conntrack)",
+                code="unsupported")
+          for r in {r.index: r for r in policy.rules}.values()
+          if any(isinstance(m, ir.CtMatch) for m in r.matches)]
+    return queue_errors(policy, hook) + ct
