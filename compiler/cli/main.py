@@ -23,6 +23,7 @@ from pfc.cli.bench import BENCH
 from pfc.cli.check import CHECK, FMT
 from pfc.cli.common import CONTEXT, Command, UsageError, print_diagnostics
 from pfc.cli.compile import COMPILE, TARGETS
+from pfc.cli.decide import DECIDE
 from pfc.cli.events.log import LOG
 from pfc.cli.load import LOAD, UNLOAD
 from pfc.cli.lsp import LSP
@@ -37,7 +38,7 @@ from pfc.frontend.pipeline import COMMAND
 
 # Every command, in `pfc --help` order.
 COMMANDS: tuple[Command, ...] = (CHECK, FMT, COMPILE, RUN, FRAMES, VERIFY, DIFF, PROVE, BENCH,
-                                 LOAD, UNLOAD, STATUS, LOG, APPLY, SET, TARGETS, LSP)
+                                 LOAD, UNLOAD, STATUS, LOG, DECIDE, APPLY, SET, TARGETS, LSP)
 
 DESCRIPTION = """\
 pfc compiles one packet-filter policy language to every Linux hook (classic BPF,
