@@ -84,7 +84,7 @@ def _rules(rule: ir.Rule, lowering: low.Lowering, default: ir.Verdict,
         return [low.NftRule(rule.index, (*unique(terms), x.counter(), verdict(v)), tag)
                 for terms, v in redir.variants(rule, low.version_of(rule), base)]
     if isinstance(action, ir.Queue):
-        return nftq.rules(rule, base, tag)
+        return [low.NftRule(rule.index, terms, tag) for terms in nftq.rules(rule, base)]
     v2 = _v2_statement(rule)
     if v2 is not None:
         return [low.NftRule(rule.index, (*base, *v2), tag if action.terminal else None)]

@@ -13,7 +13,6 @@ target (xt_NFQUEUE) is the other way in.
 from __future__ import annotations
 
 from pfc.backends.nft import expr as x
-from pfc.backends.nft import lower as low
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import Diagnostic, error
 from pfc.frontend.options.queue import MARK_DROP, MARK_MASK, MARK_PASS
@@ -30,14 +29,14 @@ def statement(action: ir.Queue) -> x.Node:
     return x.Node(text, {"queue": body})
 
 
-def rules(rule: ir.Rule, base: list[x.Node], tag: str) -> list[low.NftRule]:
+def rules(rule: ir.Rule, base: list[x.Node]) -> list[tuple[x.Node, ...]]:
+    """The terms of each nft rule a queue rule is (its matches: ``base``)."""
     out = []
     if rule.action.first is not None:
         mark = x.masked(x.Node("ct mark", {"ct": {"key": "mark"}}), MARK_MASK)
-        out += [low.NftRule(rule.index, (*base, x.match(mark, x.hexvalue(value)),
-                                         x.counter(), x.verdict(verdict)), tag)
+        out += [(*base, x.match(mark, x.hexvalue(value)), x.counter(), x.verdict(verdict))
                 for value, verdict in ((MARK_PASS, "accept"), (MARK_DROP, "drop"))]
-    return out + [low.NftRule(rule.index, (*base, x.counter(), statement(rule.action)), tag)]
+    return out + [(*base, x.counter(), statement(rule.action))]
 
 
 def hook_errors(policy: ir.Policy, hook: str) -> list[Diagnostic]:
