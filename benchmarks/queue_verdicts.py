@@ -9,7 +9,9 @@ queue:
   (d) every packet to user space with the payload analyser (seed 002's pattern search;
       a pattern the traffic does not hold, so the flow lives);
   (e) flow-cached verdicts: ``queue tcp dport 5201 first 8`` with the analyser on each
-      flow's first 8 packets, the rest decided by the connection's mark in the kernel.
+      flow's first 8 packets, the rest decided by the connection's mark in the kernel;
+  (c') (d') as (c) (d) with ``pfc decide --segment``: wire-size packets, as the seed's
+      ring buffer carried them (by default NFQUEUE hands over whole GSO packets).
 
 Each row: throughput (receiver), TCP retransmissions, the round-trip time of a 1-byte
 TCP echo on an established connection (median of N), the decider's RSS and counters.
@@ -48,6 +50,9 @@ ROWS = (
     ("d", "every packet to user space + analyser", QUEUE_ALL, f"pattern:{PATTERN}"),
     ("e", "flow-cached verdicts (first 8) + analyser",
      f"queue tcp dport {PORT} first 8\npass all\n", f"pattern:{PATTERN}"),
+    # the seed's ring buffer carried wire-size packets: the same rows, segmented
+    ("c'", "(c), GSO packets segmented", QUEUE_ALL, "pass --segment"),
+    ("d'", "(d), GSO packets segmented", QUEUE_ALL, f"pattern:{PATTERN} --segment"),
 )
 
 
@@ -69,7 +74,7 @@ def decider(p: Pair, text: str | None, spec: str | None):
         f.write(text)
         f.flush()
         proc = p.popen(p.server, [sys.executable, "-m", "pfc", "decide", f.name,
-                                  "--decider", spec], stdout=subprocess.PIPE,
+                                  "--decider", *spec.split()], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True)
         line = proc.stderr.readline()
         if not line.startswith("pfc decide: queue"):
@@ -171,10 +176,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--rounds", type=int, default=500)
-    ap.add_argument("--rows", default="abcde")
+    ap.add_argument("--rows", default="a,b,c,d,e,c',d'")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    rows = [row(*r, args.seconds, args.rounds) for r in ROWS if r[0] in args.rows]
+    wanted = args.rows.split(",")
+    rows = [row(*r, args.seconds, args.rounds) for r in ROWS if r[0] in wanted]
     print(table(rows))
     if args.out:
         args.out.write_text(json.dumps({"seconds": args.seconds, "rows": rows}, indent=1)

@@ -1,5 +1,6 @@
-"""``pfc decide POLICY``: the user-space decider of the policy's ``queue`` rules
-(docs/queue.md). Binds NFQUEUE queue ``--queue N`` (default: the only queue number the
+"""``pfc decide POLICY``: the user-space decider of the policy's ``queue`` rules.
+
+Docs: docs/queue.md. Binds NFQUEUE queue ``--queue N`` (default: the only queue number the
 policy uses) in the current network namespace (``--netns`` to enter one), decides each
 packet with ``--decider`` (``pattern:TEXT``: seed 002's application firewall, drop a flow
 whose payload holds TEXT; ``pass``; ``drop``; ``module:callable``: a Python decider of
@@ -27,6 +28,9 @@ def _args(p: argparse.ArgumentParser) -> None:
                    help="pattern:TEXT | pass | drop | module:callable (default: pass)")
     p.add_argument("--netns", metavar="NAME", help="run in this network namespace")
     p.add_argument("--timeout", type=float, metavar="S", help="stop after S seconds")
+    p.add_argument("--segment", action="store_true",
+                   help="have the kernel segment GSO packets: the decider sees wire-size "
+                   "packets (slower; default: whole GSO packets, NFQA_CFG_F_GSO)")
 
 
 def queue_action(policy: ir.Policy, num: int | None) -> ir.Queue:
@@ -81,7 +85,7 @@ def _decide(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
     try:
         with netns.inside(args.netns) if args.netns else _nothing():
-            queue = Queue(action.num, fail_open=action.bypass)
+            queue = Queue(action.num, fail_open=action.bypass, gso=not args.segment)
         print(f"pfc decide: queue {action.num}, first {action.first or 'every'}, "
               f"{'bypass' if action.bypass else 'fail closed'}, decider {args.decider}",
               file=sys.stderr, flush=True)
@@ -106,4 +110,4 @@ class _nothing:
 
 
 DECIDE = Command("decide", "the user-space decider of a policy's `queue` rules",
-                 __doc__.split("\n", 1)[1].replace("``", "`"), _args, _decide)
+                 __doc__.split("\n\n", 1)[1].replace("``", "`"), _args, _decide)

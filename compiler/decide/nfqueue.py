@@ -2,11 +2,11 @@
 
 ``Queue(num)`` binds queue ``num`` of the current network namespace in packet-copy mode
 (``copy_range`` bytes of each packet), with ``NFQA_CFG_F_GSO`` (GSO packets arrive
-whole instead of being segmented for us) and ``NFQA_CFG_F_FAIL_OPEN`` when asked
-(packets pass when the queue is full). ``read()`` returns every packet of one
-``recv`` (the kernel fills the buffer with as many as are waiting: batched reads);
-``verdicts()`` answers a batch in one ``send`` (one netlink message each, which
-nfnetlink processes in order). Packets are (id, payload: the IP packet).
+whole instead of being segmented for us; ``gso=False``: segmented, wire-size packets)
+and ``NFQA_CFG_F_FAIL_OPEN`` when asked (packets pass when the queue is full).
+``read()`` returns every packet of one ``recv`` (the kernel fills the buffer with as
+many as are waiting: batched reads); ``verdicts()`` answers a batch in one ``send``
+(one netlink message each, which nfnetlink processes in order). Packets are (id, payload: the IP packet).
 
 Protocol: include/uapi/linux/netfilter/nfnetlink_queue.h; messages are nfnetlink's
 (``struct nfgenmsg`` with the queue number as ``res_id``, big-endian attributes).
@@ -55,7 +55,7 @@ class Queue:
     """One bound NFQUEUE queue (``num``) of the current network namespace."""
 
     def __init__(self, num: int, fail_open: bool = False, maxlen: int = 4096,
-                 rcvbuf: int = 8 << 20) -> None:
+                 rcvbuf: int = 8 << 20, gso: bool = True) -> None:
         self.num = num
         self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
         self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf)
@@ -63,7 +63,7 @@ class Queue:
         self.sock.bind((0, 0))
         self.seq = int.from_bytes(os.urandom(3), "big")
         self._config(_attr(NFQA_CFG_CMD, struct.pack(">BxH", NFQNL_CFG_CMD_BIND, 0)))
-        flags = NFQA_CFG_F_GSO | (NFQA_CFG_F_FAIL_OPEN if fail_open else 0)
+        flags = (NFQA_CFG_F_GSO if gso else 0) | (NFQA_CFG_F_FAIL_OPEN if fail_open else 0)
         self._config(_attr(NFQA_CFG_PARAMS, struct.pack(">IB", COPY_RANGE, NFQNL_COPY_PACKET))
                      + _attr(NFQA_CFG_QUEUE_MAXLEN, struct.pack(">I", maxlen))
                      + _attr(NFQA_CFG_FLAGS, struct.pack(">I", flags))
