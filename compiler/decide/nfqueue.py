@@ -6,7 +6,8 @@ whole instead of being segmented for us; ``gso=False``: segmented, wire-size pac
 and ``NFQA_CFG_F_FAIL_OPEN`` when asked (packets pass when the queue is full).
 ``read()`` returns every packet of one ``recv`` (the kernel fills the buffer with as
 many as are waiting: batched reads); ``verdicts()`` answers a batch in one ``send``
-(one netlink message each, which nfnetlink processes in order). Packets are (id, payload: the IP packet).
+(one netlink message each, which nfnetlink processes in order). Packets are (id,
+payload: the IP packet).
 
 Protocol: include/uapi/linux/netfilter/nfnetlink_queue.h; messages are nfnetlink's
 (``struct nfgenmsg`` with the queue number as ``res_id``, big-endian attributes).
