@@ -1,12 +1,12 @@
 """``pfc decide POLICY``: the user-space decider of the policy's ``queue`` rules.
 
-Docs: docs/queue.md. Binds NFQUEUE queue ``--queue N`` (default: the only queue number the
-policy uses) in the current network namespace (``--netns`` to enter one), decides each
-packet with ``--decider`` (``pattern:TEXT``: seed 002's application firewall, drop a flow
-whose payload holds TEXT; ``pass``; ``drop``; ``module:callable``: a Python decider of
-your own), answers in batches, and with ``first K`` keeps each decided flow's verdict in
-its connection's mark. Prints a JSON line of counters at the end (Ctrl-C, SIGTERM,
-``--timeout``)."""
+Serve NFQUEUE queue ``--queue N`` (default: the policy's only queue number) in
+the current network namespace (``--netns NS`` to enter one): decide each packet
+with ``--decider`` (``pattern:TEXT``: seed 002's application firewall, drop a
+flow whose payload holds TEXT; ``pass``; ``drop``; ``module:callable``: your own
+Python decider), answer in batches, and with ``first K`` keep each decided
+flow's verdict in its connection's mark. Prints its counters as one JSON line
+at the end (Ctrl-C, SIGTERM, ``--timeout``). docs/queue.md explains it all."""
 
 from __future__ import annotations
 
