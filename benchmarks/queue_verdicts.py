@@ -4,7 +4,7 @@ server's INPUT hook (iptables, ``--hook filter-input``), ``pfc decide`` serving 
 queue:
 
   (a) no filter;
-  (b) pfc allow-all (``pass all``);
+  (b) pfc allow-all (``pass all``); (b2) the same with conntrack on, as (e) has it;
   (c) every packet to user space (``queue tcp dport 5201``, decider ``pass``);
   (d) every packet to user space with the payload analyser (seed 002's pattern search;
       a pattern the traffic does not hold, so the flow lives);
@@ -15,9 +15,10 @@ queue:
 
 Each row: throughput (receiver), TCP retransmissions, the round-trip time of a 1-byte
 TCP echo on an established connection (median of N), the decider's RSS and counters.
-Ratios against (b) are of one run. Run as root: ``.venv/bin/python
-benchmarks/queue_verdicts.py [--seconds S] [--out benchmarks/results/queue.json]``
-(not ``queue.py``: a script there would shadow the standard library's ``queue``).
+Ratios against (b) are of one run; ``--repeat N`` runs every row N times, interleaved,
+and shows medians (the 2-core machine is shared: single rounds vary by ±40 %). Run as
+root: ``.venv/bin/python benchmarks/queue_verdicts.py [--seconds S] [--repeat N]
+[--out benchmarks/results/queue.json]`` (not ``queue.py``: a script there would shadow the standard library's ``queue``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ QUEUE_ALL = f"queue tcp dport {PORT}\npass all\n"
 ROWS = (
     ("a", "no filter", None, None),
     ("b", "pfc allow-all", "pass all\n", None),
+    ("b2", "pfc allow-all, conntrack on (as (e) has it)",
+     f"pass tcp dport {PORT} ct state established\npass all\n", None),
     ("c", "every packet to user space", QUEUE_ALL, "pass"),
     ("d", "every packet to user space + analyser", QUEUE_ALL, f"pattern:{PATTERN}"),
     ("e", "flow-cached verdicts (first 8) + analyser",
@@ -158,6 +161,15 @@ def row(key: str, name: str, text: str | None, spec: str | None, seconds: float,
     return out
 
 
+def merged(runs: list[dict]) -> dict:
+    """One row of several rounds: the medians, and every round's throughput."""
+    out = dict(runs[-1])
+    for key in ("mbit_s", "rtt_us", "retransmits"):
+        out[key] = round(statistics.median(r[key] for r in runs), 1)
+    out["mbit_s_rounds"] = [r["mbit_s"] for r in runs]
+    return out
+
+
 def table(rows: list[dict]) -> str:
     base = next(r for r in rows if r["row"] == "b")
     lines = ["| row | setup | Mbit/s | × (b) | retransmits | RTT µs | RTT − (b) µs | "
@@ -176,15 +188,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--rounds", type=int, default=500)
-    ap.add_argument("--rows", default="a,b,c,d,e,c',d'")
+    ap.add_argument("--rows", default="a,b,b2,c,d,e,c',d'")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds over every row (interleaved); the table shows medians")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     wanted = args.rows.split(",")
-    rows = [row(*r, args.seconds, args.rounds) for r in ROWS if r[0] in wanted]
+    runs: dict[str, list[dict]] = {}
+    for _ in range(args.repeat):
+        for r in ROWS:
+            if r[0] in wanted:
+                runs.setdefault(r[0], []).append(row(*r, args.seconds, args.rounds))
+    rows = [merged(v) for v in runs.values()]
     print(table(rows))
     if args.out:
-        args.out.write_text(json.dumps({"seconds": args.seconds, "rows": rows}, indent=1)
-                            + "\n")
+        args.out.write_text(json.dumps({"seconds": args.seconds, "repeat": args.repeat,
+                                        "rows": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
