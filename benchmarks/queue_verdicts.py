@@ -18,7 +18,8 @@ TCP echo on an established connection (median of N), the decider's RSS and count
 Ratios against (b) are of one run; ``--repeat N`` runs every row N times, interleaved,
 and shows medians (the 2-core machine is shared: single rounds vary by ±40 %). Run as
 root: ``.venv/bin/python benchmarks/queue_verdicts.py [--seconds S] [--repeat N]
-[--out benchmarks/results/queue.json]`` (not ``queue.py``: a script there would shadow the standard library's ``queue``).
+[--out benchmarks/results/queue.json]`` (not ``queue.py``: a script there would
+shadow the standard library's ``queue``).
 """
 
 from __future__ import annotations
