@@ -1,37 +1,61 @@
-"""The kernel side of `queue` tests: a policy loaded by iptables-restore into the server
-namespace of a `pfc.decide.pair`, `pfc decide` as a process there, a TCP echo server,
-clients, a capture of what arrives at the server, and the rule counters."""
+"""The kernel side of `queue` tests: a policy loaded (iptables-restore, or nft -f) into
+the server namespace of a `pfc.decide.pair` at its INPUT hook, `pfc decide` as a
+process there, a TCP echo server, clients, a capture of what arrives at the server,
+and the rule counters; `cached_scenario` is the whole first-K test, run on this host
+for iptables and in the kernel lab for nft (this host's kernel has no nft_queue)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import select
 import socket
+import struct
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from pfc.build import build_artifact
-from pfc.decide.pair import SERVER_ADDR, Pair
+from pfc.decide.analyse import PatternDecider
+from pfc.decide.pair import SERVER_ADDR, Pair, pair
+from pfc.frontend.ir import Verdict
 from pfc.frontend.pipeline import compile_text
 from pfc.kernel.netns import inside, packet_socket
+from pfc.oracle import interp
 
 PORT = 5201
 PACKET_OUTGOING = 4
 
 
-def load_iptables(p: Pair, text: str) -> None:
-    artifact, diags = build_artifact(compile_text(text, "q.pf"), "iptables",
-                                     hook="filter-input")
+HOOKS = {"iptables": "filter-input", "nft": "input"}
+
+
+def load(p: Pair, text: str, target: str = "iptables") -> None:
+    artifact, diags = build_artifact(compile_text(text, "q.pf"), target,
+                                     hook=HOOKS[target])
     assert not diags, diags
+    if target == "nft":
+        p.run(p.server, ["nft", "-f", "-"], input=artifact.text)
+        return
     for name in ("q.iptables.init", "q.iptables.restore"):
         p.run(p.server, ["iptables-restore", "--noflush"], input=artifact.files[name].decode())
 
 
-def counters(p: Pair) -> list[tuple[int, str]]:
-    """(packets, the rule's line) of each rule of chain PFC, in order."""
+def load_iptables(p: Pair, text: str) -> None:
+    load(p, text, "iptables")
+
+
+def counters(p: Pair, target: str = "iptables") -> list[tuple[int, str]]:
+    """(packets, the rule's text) of each rule of pfc's chain, in order."""
+    if target == "nft":
+        found = json.loads(p.run(p.server, ["nft", "-j", "list", "chain", "inet", "pfc",
+                                            "input"]).stdout)["nftables"]
+        return [(next(e["counter"]["packets"] for e in r["rule"]["expr"] if "counter" in e),
+                 json.dumps(r["rule"]["expr"])) for r in found if "rule" in r]
     out = []
     for line in p.run(p.server, ["iptables-save", "-c", "-t", "filter"]).stdout.splitlines():
         if line.startswith("[") and " -A PFC " in line:
@@ -57,7 +81,6 @@ def decider(p: Pair, policy: Path, spec: str) -> Iterator[subprocess.Popen]:
 
 
 def stats(proc: subprocess.Popen) -> dict:
-    import json
     proc.terminate()
     out, err = proc.communicate()
     assert proc.returncode == 0, err
@@ -124,3 +147,60 @@ def echo(s: socket.socket, data: bytes) -> bool:
     except TimeoutError:
         return False
     return got == data
+
+
+CACHED = "queue tcp dport 5201 first 6\npass all\n"
+NEGATIVE = 1.0  # seconds a client waits for an echo that must not come
+
+
+def reset(s: socket.socket) -> None:
+    """Close with a RST: the client sends nothing more (no FIN, no retransmissions)."""
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+
+
+def _to_port(frame: bytes) -> bool:
+    return frame[12:14] == b"\x08\x00" and frame[23] == 6 and \
+        frame[14 + (frame[14] & 0xF) * 4 + 2:][:2] == PORT.to_bytes(2, "big")
+
+
+def settled(p: Pair, server: Server, frames: list[bytes], target: str,
+            tries: int = 50) -> list[tuple[int, str]]:
+    """The counters once every frame captured so far has been counted by pfc's chain
+    (the queue rule's lines are the first three)."""
+    for _ in range(tries):
+        frames += server.arrived()
+        found = counters(p, target)
+        if sum(n for n, _ in found[:3]) >= sum(1 for f in frames if _to_port(f)):
+            return found
+        time.sleep(0.05)
+    return counters(p, target)
+
+
+def cached_scenario(target: str) -> dict:
+    """`queue tcp dport 5201 first 6` and `pfc decide --decider pattern:abc`: a clean
+    connection (8 echoes) and one that sends "abc" in its second message; then the
+    kernel's counters of the three lines of the queue rule (cache pass, cache drop,
+    queue), the interpreter's on the frames that arrived, and the decider's counters."""
+    with tempfile.TemporaryDirectory() as tmp, pair() as p:
+        policy = Path(tmp) / "q.pf"
+        policy.write_text(CACHED)
+        load(p, CACHED, target)
+        server = Server(p)
+        with decider(p, policy, "pattern:abc") as proc:
+            clean = connect(p, NEGATIVE)
+            echoed = [echo(clean, b"hello %d" % i) for i in range(8)]
+            bad = connect(p, NEGATIVE)
+            echoed += [echo(bad, b"hi"), echo(bad, b"xxabcxx")]
+            reset(clean)
+            reset(bad)
+            frames: list[bytes] = []
+            found = settled(p, server, frames, target)
+            got = stats(proc)
+        server.close()
+    outs, _ = interp.run(compile_text(CACHED).require(), frames,
+                         decider=PatternDecider(b"abc"))
+    oracle = [sum(1 for o in outs if o.rule == 0 and not o.queued and o.verdict is v)
+              for v in (Verdict.PASS, Verdict.DROP)] + [sum(o.queued for o in outs)]
+    return {"echoed": echoed, "kernel": [n for n, _ in found[:3]], "oracle": oracle,
+            "decider": got, "abc_delivered": b"xxabcxx" in b"".join(server.received)}
