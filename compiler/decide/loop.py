@@ -37,12 +37,15 @@ class Stats:
     marks: int = 0  # verdicts written into connections
     unmarked: int = 0  # writes that found no (confirmed) connection yet
     errors: int = 0  # decider exceptions (the packet failed closed, or open with bypass)
+    late_pass: int = 0  # packets of flows already decided (queued before their mark was
+    late_drop: int = 0  # written, or their connection had none yet): answered alike
     flows: set = field(default_factory=set)
 
     def as_dict(self) -> dict:
         return {"packets": self.packets, "passed": self.passed, "dropped": self.dropped,
                 "flows": len(self.flows), "marks": self.marks, "unmarked": self.unmarked,
-                "errors": self.errors}
+                "errors": self.errors, "late_pass": self.late_pass,
+                "late_drop": self.late_drop}
 
 
 class Loop:
@@ -72,8 +75,11 @@ class Loop:
         view = read_frame(_ETHER.get(packet[0] >> 4 if packet else 4, _ETHER[4]) + packet)
         key = flow_key(view)
         before = key in self.state.cache
-        verdict, _ = self.state.verdict(self.action, view)
+        verdict, seen = self.state.verdict(self.action, view)
         self.stats.flows.add(key)
+        if not seen:  # the kernel's cache would have decided it, had the mark been there
+            self.stats.late_pass += verdict is Verdict.PASS
+            self.stats.late_drop += verdict is Verdict.DROP
         return verdict is Verdict.PASS, key in self.state.cache and self.marks is not None \
             and (not before or key in self._unmarked)
 
