@@ -32,7 +32,7 @@ def test_first_packets_go_to_user_space_the_rest_are_cached() -> None:
     assert not got["abc_delivered"]
     d = got["decider"]  # packets queued before their flow's mark was there: `late`
     late = [-d["late_pass"], -d["late_drop"], d["late_pass"] + d["late_drop"]]
-    assert got["kernel"] == [o + n for o, n in zip(got["oracle"], late)], got
+    assert got["kernel"] == [o + n for o, n in zip(got["oracle"], late, strict=True)], got
     passed, dropped, queued = got["kernel"]
     assert d["packets"] == queued and d["marks"] == 2, got
     assert queued <= 2 * 6 and passed > 0 and dropped > 0

@@ -29,7 +29,7 @@ def test_nft_queue_and_its_cache_agree_with_the_interpreter(guests) -> None:
     assert got["echoed"] == [True] * 9 + [False] and not got["abc_delivered"]
     d = got["decider"]  # packets queued before their flow's mark was there: `late`
     late = [-d["late_pass"], -d["late_drop"], d["late_pass"] + d["late_drop"]]
-    assert got["kernel"] == [o + n for o, n in zip(got["oracle"], late)], got
+    assert got["kernel"] == [o + n for o, n in zip(got["oracle"], late, strict=True)], got
     passed, dropped, queued = got["kernel"]
     assert d["packets"] == queued and d["marks"] == 2, got
     assert passed > 0 and dropped > 0
