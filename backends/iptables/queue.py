@@ -1,11 +1,11 @@
 """``queue`` on iptables: ``-j NFQUEUE --queue-num N [--queue-bypass]`` (xt_NFQUEUE,
 loaded through nft_compat by iptables-nft), and with ``first K`` the verdict cache
 before it: two lines with the rule's matches reading the connection's mark
-(``-m connmark``: ``MARK_PASS`` accepts, ``MARK_DROP`` drops), which ``pfc decide``
-writes once it has decided the flow. A pass from the decider is NFQUEUE's
-``NF_ACCEPT`` (the packet leaves the hook: later rules of the base chain do not see
-it), so a cached pass is ``-j ACCEPT`` too. The cache needs conntrack: ``first`` only
-at ``filter-input`` (raw PREROUTING runs before it)."""
+(``-m connmark``: ``MARK_PASS`` returns, as pfc's ``pass`` does, ``MARK_DROP`` drops),
+which ``pfc decide`` writes once it has decided the flow. A pass from the decider itself
+(and ``--queue-bypass`` without one) is NFQUEUE's ``NF_ACCEPT``: the packet leaves the
+hook, and later rules of the base chain do not see it. The cache needs conntrack:
+``first`` only at ``filter-input`` (raw PREROUTING runs before it)."""
 
 from __future__ import annotations
 
@@ -21,14 +21,15 @@ def target(action: ir.Queue) -> str:
                                                           if action.bypass else "")
 
 
-def lines(rule: ir.Rule, words: list[str]) -> list[str]:
-    """The lines of one alternative (``words``: its matches) of a queue rule."""
+def lines(rule: ir.Rule, words: list[str], passed: str = "RETURN") -> list[str]:
+    """The lines of one alternative (``words``: its matches) of a queue rule;
+    ``passed``: the target of pfc's ``pass``."""
     action = rule.action
     out = []
     if action.first is not None:
         out += [" ".join(words + ["-m", "connmark", "--mark",
                                   f"{mark:#x}/{MARK_MASK:#x}", "-j", verdict])
-                for mark, verdict in ((MARK_PASS, "ACCEPT"), (MARK_DROP, "DROP"))]
+                for mark, verdict in ((MARK_PASS, passed), (MARK_DROP, "DROP"))]
     return out + [" ".join(words + [target(action)])]
 
 

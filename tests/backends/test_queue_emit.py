@@ -23,7 +23,7 @@ def test_iptables_cache_then_nfqueue() -> None:
     assert not diags
     lines = [line for line in artifact.text.splitlines() if line.startswith("-A PFC -p tcp")]
     assert [line.split(" -j ")[-1] for line in lines] == [
-        "ACCEPT", "DROP", "NFQUEUE --queue-num 3 --queue-bypass"]
+        "RETURN", "DROP", "NFQUEUE --queue-num 3 --queue-bypass"]
     assert "--mark 0x80000000/0xc0000000" in lines[0]
     assert "--mark 0xc0000000/0xc0000000" in lines[1]
 
