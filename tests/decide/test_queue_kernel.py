@@ -70,3 +70,14 @@ def test_cached_verdicts_outlive_the_decider(tmp_path) -> None:
             connect(p, NEGATIVE)  # a new flow: fail closed
         reset(old)
         server.close()
+
+
+def test_pfc_verify_agrees_on_a_fail_closed_queue_policy(tmp_path) -> None:
+    """No decider in verify's lab: every queued packet is dropped, as the interpreter
+    says without one; `first` turns conntrack on, which holds IPv6 fragments for
+    reassembly (left out as for `ct state`)."""
+    from pfc.cli.main import main
+    policy = tmp_path / "q.pf"
+    policy.write_text("queue tcp dport 5201 first 4\npass all\n")
+    assert main(["verify", "--targets", "iptables", "--frames", "200", "--pcap-out",
+                 str(tmp_path / "out"), str(policy)]) == 0
