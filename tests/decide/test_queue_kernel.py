@@ -81,3 +81,16 @@ def test_pfc_verify_agrees_on_a_fail_closed_queue_policy(tmp_path) -> None:
     policy.write_text("queue tcp dport 5201 first 4\npass all\n")
     assert main(["verify", "--targets", "iptables", "--frames", "200", "--pcap-out",
                  str(tmp_path / "out"), str(policy)]) == 0
+
+
+def test_pfc_verify_on_nft_says_when_the_kernel_has_no_nft_queue(tmp_path, capsys) -> None:
+    """This host's kernel has no nft_queue: the target is compiled only, with the reason
+    (exit 2), not an internal error; a kernel with it runs and agrees (exit 0)."""
+    from pfc.cli.main import main
+    policy = tmp_path / "q.pf"
+    policy.write_text("queue tcp dport 5201 first 4\npass all\n")
+    code = main(["verify", "--targets", "nft", "--frames", "50", "--pcap-out",
+                 str(tmp_path / "out"), str(policy)])
+    assert code in (0, 2)
+    if code == 2:
+        assert "this kernel has no nft_queue (CONFIG_NFT_QUEUE)" in capsys.readouterr().err
