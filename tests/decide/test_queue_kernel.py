@@ -12,6 +12,7 @@ from pfc.decide.pair import pair
 from pfc.kernel import netns
 from tests.decide.queue_lab import (
     NEGATIVE,
+    POSITIVE,
     Server,
     cached_scenario,
     connect,
@@ -45,7 +46,7 @@ def test_no_decider_fails_closed_or_open_with_bypass(bypass: bool) -> None:
         load_iptables(p, text)
         server = Server(p)
         try:
-            s = connect(p, NEGATIVE)
+            s = connect(p, POSITIVE if bypass else NEGATIVE)
             assert bypass and echo(s, b"x")
             reset(s)
         except TimeoutError:
@@ -62,7 +63,7 @@ def test_cached_verdicts_outlive_the_decider(tmp_path) -> None:
         load_iptables(p, text)
         server = Server(p)
         with decider(p, policy, "pattern:abc") as proc:
-            old = connect(p, NEGATIVE)
+            old = connect(p, POSITIVE)
             assert echo(old, b"one") and echo(old, b"two")  # SYN, ACK, one: decided
             stats(proc)  # the decider is gone
         assert echo(old, b"three abc")  # cached pass: the decider never sees it
