@@ -28,6 +28,10 @@ def _run_args(p: argparse.ArgumentParser) -> None:
                    help="text: one line per packet, then a summary table; json: one "
                         "object (docs/json.md)")
     p.add_argument("--summary", action="store_true", help="print only the summary")
+    p.add_argument("--decider", metavar="SPEC",
+                   help="the user-space decider of `queue` rules, as `pfc decide` takes "
+                        "it (pattern:TEXT, pass, drop, module:callable); default: none "
+                        "listens (queued packets fail closed, or open with `bypass`)")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -36,8 +40,16 @@ def _run(args: argparse.Namespace) -> int:
         print_diagnostics(compiled.diagnostics, compiled.sources)
         return 1
     policy = compiled.require()  # a whole firewall: an error saying `pfc run` takes a list
+    decider = None
+    if args.decider is not None:
+        from pfc.decide.analyse import load as load_decider
+        try:
+            decider = load_decider(args.decider)
+        except (ValueError, ImportError, AttributeError) as exc:
+            raise UsageError(f"--decider: {exc}") from exc
     capture = read_capture_arg(args.pcap)
-    outcomes, counters = api.run(policy, capture.frames, capture.times, capture.outgoing)
+    outcomes, counters = api.run(policy, capture.frames, capture.times, capture.outgoing,
+                                 decider=decider)
     texts = {r.index: compiled.rule_text(r) for r in policy.rules}
     if args.format == "json":
         print_json(_json_report(policy, capture, outcomes, counters))

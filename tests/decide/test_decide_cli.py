@@ -56,3 +56,26 @@ def test_decider_specs() -> None:
     assert load("pfc.decide.analyse:always") is not None
     with pytest.raises(ValueError):
         load("pattern:")
+
+
+def test_pfc_run_takes_a_decider(tmp_path, capsys) -> None:
+    """`pfc run --decider` judges a capture with the decider as the interpreter's input;
+    without one, queued packets fail closed."""
+    import json
+
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+    from scapy.utils import wrpcap
+
+    pcap, pf = tmp_path / "q.pcap", tmp_path / "q.pf"
+    wrpcap(str(pcap), [Ether() / IP(src="10.0.0.1", dst="10.0.0.2")
+                       / TCP(sport=4000, dport=80, flags="PA") / d
+                       for d in (b"x", b"abc", b"y")])
+    pf.write_text("queue tcp dport 80 first 8\n")
+
+    def verdicts(*extra: str) -> list[str]:
+        assert main(["run", str(pf), str(pcap), "--format", "json", *extra]) == 0
+        return [p["verdict"] for p in json.loads(capsys.readouterr().out)["packets"]]
+    assert verdicts("--decider", "pattern:abc") == ["pass", "drop", "drop"]
+    assert verdicts() == ["drop", "drop", "drop"]
+    assert main(["run", str(pf), str(pcap), "--decider", "nonsense"]) == 2
