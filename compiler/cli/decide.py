@@ -11,6 +11,7 @@ at the end (Ctrl-C, SIGTERM, ``--timeout``). docs/queue.md explains it all."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import sys
@@ -83,30 +84,24 @@ def _decide(args: argparse.Namespace) -> int:
     end = None if args.timeout is None else time.monotonic() + args.timeout
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    loop = None
     try:
-        with netns.inside(args.netns) if args.netns else _nothing():
+        with netns.inside(args.netns) if args.netns else contextlib.nullcontext():
             queue = Queue(action.num, fail_open=action.bypass, gso=not args.segment)
-        print(f"pfc decide: queue {action.num}, first {action.first or 'every'}, "
+            loop = Loop(queue, action, decider)  # (its ctnetlink socket: the same netns)
+        seen = f"first {action.first} packets of each flow" if action.first else "every packet"
+        print(f"pfc decide: queue {action.num}, {seen}, "
               f"{'bypass' if action.bypass else 'fail closed'}, decider {args.decider}",
               file=sys.stderr, flush=True)
-        with netns.inside(args.netns) if args.netns else _nothing():
-            loop = Loop(queue, action, decider)
         loop.run(lambda: bool(stopping) or (end is not None and time.monotonic() > end))
     except OSError as exc:
         raise UsageError(f"cannot serve queue {action.num}: {exc.strerror or exc} (root is "
                          "needed; one decider per queue)") from exc
     except KeyboardInterrupt:
         pass
-    print(json.dumps(loop.stats.as_dict()), flush=True)
+    if loop is not None:
+        print(json.dumps(loop.stats.as_dict()), flush=True)
     return 0
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return None
 
 
 DECIDE = Command("decide", "the user-space decider of a policy's `queue` rules",
