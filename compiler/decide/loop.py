@@ -36,7 +36,7 @@ class Stats:
     dropped: int = 0
     marks: int = 0  # verdicts written into connections
     unmarked: int = 0  # writes that found no (confirmed) connection yet
-    errors: int = 0  # decider exceptions (the packet failed closed, or open with bypass)
+    errors: int = 0  # decider exceptions (the flow failed closed, or open with bypass)
     late_pass: int = 0  # packets of flows already decided (queued before their mark was
     late_drop: int = 0  # written, or their connection had none yet): answered alike
     flows: set = field(default_factory=set)

@@ -1,7 +1,7 @@
 """`pfc decide`'s loop without a kernel: a fake queue and fake marks record what it
 sends, in order. A decided flow's mark goes before the verdict of the packet that
 decided it; a pass whose connection is not there yet is marked after the verdicts; a
-decider that raises fails the packet closed (open with `bypass`)."""
+decider that raises fails the flow closed (open with `bypass`)."""
 
 from __future__ import annotations
 
