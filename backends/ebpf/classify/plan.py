@@ -15,7 +15,7 @@ drop, 1 pass, 2 count, 3 + k the k-th distinct redirect (``redirects``).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pfc.backends.ebpf import counters
 from pfc.backends.ebpf import plan as ebpf_plan
@@ -27,8 +27,28 @@ MAX_REDIRECTS = 64
 ACT_DROP, ACT_PASS, ACT_COUNT, ACT_REDIRECT = 0, 1, 2, 3
 ACT_SHIFT = 24
 MAX_SLOTS = 1 << ACT_SHIFT
-FLOW_CACHE_SLOTS = 4096  # per CPU, 64 bytes each: 256 KiB per CPU (docs/ebpf.md)
-FC_ENTRY_BYTES = 64  # struct pfc_fc_entry (templates/ebpf/flowcache.c.j2)
+FLOW_CACHE_SLOTS = 4096  # per CPU, 128 bytes each: 512 KiB per CPU (docs/ebpf.md)
+FC_COUNTS = 12  # PFC_FC_K: count rules an entry keeps (more: the frame is not cached)
+FC_COUNTS_SOCKET = 8  # a socket filter's 512-byte stack holds its window and a copy of 8
+FC_HEAD = 56  # struct pfc_fc_entry: key[5], check, decide, nc; then cs[PFC_FC_K]
+FC_ENTRY_BYTES = 128  # FC_HEAD + 4 * FC_COUNTS, padded: two cache lines, the first has the key
+_M64 = (1 << 64) - 1
+_FC_MUL = (0x9e3779b97f4a7c15, 0xc2b2ae3d27d4eb4f, 0x165667b19e3779f9, 0xd6e8feb86659fd93,
+           0xff51afd7ed558ccd, 0xc4ceb9fe1a85ec53, 0x94d049bb133111eb)
+FC_CHAIN = 0x100000001b3
+
+
+def fc_check(key: list[int], decide: int, counts: list[int]) -> int:
+    """The check word of a flow-cache entry (``pfc_fc_check`` in flowcache.c.j2): the
+    key's five words, ``decide``, the count rules' slots in order."""
+    chain = 0
+    for slot in counts:
+        chain = (chain * FC_CHAIN + slot + 1) & _M64
+    words = [*key, decide | len(counts) << 32, chain]
+    h = 0
+    for w, m in zip(words, _FC_MUL, strict=True):
+        h ^= (w * m) & _M64
+    return h ^ (h >> 31)
 
 
 @dataclass(frozen=True)
@@ -39,13 +59,14 @@ class FlowCache:
 
     slots: int
     defeat: bool = False
+    counts: int = FC_COUNTS  # PFC_FC_K
 
     @property
     def bits(self) -> int:
         return self.slots.bit_length() - 1
 
     def stats(self) -> dict:
-        return {"slots": self.slots, "entry_bytes": FC_ENTRY_BYTES,
+        return {"slots": self.slots, "entry_bytes": FC_ENTRY_BYTES, "counts": self.counts,
                 "bytes_per_cpu": self.slots * FC_ENTRY_BYTES, "defeat": self.defeat}
 
 
@@ -124,10 +145,13 @@ def actions(policy: ir.Policy, slots: counters.Slots) -> tuple[list[int], list]:
     return out, plans
 
 
-def classify_plan(policy: ir.Policy, hook: str, cache: FlowCache | None = None
-                  ) -> ClassifyPlan | None:
+def classify_plan(policy: ir.Policy, hook: str, cache: FlowCache | None = None,
+                  tuning: dict | None = None) -> ClassifyPlan | None:
     """The classifier for ``policy`` (with the flow cache ``cache``), or None when a
-    rule cannot be classified."""
+    rule cannot be classified. ``tuning`` (``extra["classify_tuning"]``, benchmarks
+    and tests, not a user's flag): ``dense_max``, bytes of dense vectors at most
+    (:data:`tables.DENSE_MAX`)."""
+    tuning = tuning or {}
     if len(policy.rules) >= MAX_SLOTS or policy.default_audit:
         return None
     if hook == "socket" and any(isinstance(r.action, ir.Redirect) for r in policy.rules):
@@ -136,7 +160,7 @@ def classify_plan(policy: ir.Policy, hook: str, cache: FlowCache | None = None
     cs = model.conds(policy)
     if cs is None:
         return None
-    built = tables.build(cs)
+    built = tables.build(cs, tuning.get("dense_max"))
     if not built.fields:
         return None  # no rule constrains any field: the linear program is a few tests
     slots = counters.slots(policy, True)
@@ -149,6 +173,8 @@ def classify_plan(policy: ir.Policy, hook: str, cache: FlowCache | None = None
     l4 |= {r.version for r in redirects}
     l2 = 18 if hook == "xdp" else 14
     features = frozenset(["redirect"] if redirects else [])
+    if cache and hook == "socket":
+        cache = replace(cache, counts=FC_COUNTS_SOCKET)
     plan = ClassifyPlan(hook, policy.default.value, slots, l2 + 60 + (18 if redirects else 4),
                         l4, features, built, redirects, len(policy.rules), cache)
     plan.build_s = time.perf_counter() - t0
