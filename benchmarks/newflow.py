@@ -157,6 +157,26 @@ def replay(lab, hook: str, prog_fd: int, frames: list[bytes], seconds: float) ->
             "sent": tr.sent, "lost": tr.lost}
 
 
+def cold_ns(progs: dict[str, object], frames: list[bytes]) -> dict[str, list[int]]:
+    """Each frame run once (``BPF_PROG_TEST_RUN``, repeat 1) by every program in turn,
+    the order rotated frame by frame: name -> the runs' durations (ns, kernel-measured,
+    including the two clock reads and the test-run's own setup: see the empty program)."""
+    names = list(progs)
+    out: dict[str, list[int]] = {n: [] for n in names}
+    for i, f in enumerate(frames):
+        for k in range(len(names)):
+            n = names[(i + k) % len(names)]
+            out[n].append(progs[n].test_run(f, repeat=1).duration)
+    return out
+
+
+def percentiles(vals: list[int]) -> dict:
+    v = sorted(vals)
+    return {"median": float(statistics.median(v)), "p99": float(v[min(len(v) - 1,
+                                                                      int(0.99 * len(v)))]),
+            "n": len(v)}
+
+
 def hot_ns(prog, frames: list[bytes], repeat: int) -> float:
     runs = [prog.test_run(f, repeat=repeat).duration for f in frames]
     return round(sum(runs) / len(runs), 1)
@@ -188,12 +208,18 @@ def one_set(name: str, args, work: Path) -> dict:
                  "load_average": [os.getloadavg()[0]], "dpdk": {}, "pfc": {}}
     loaded: dict[tuple[str, str], Loaded] = {}
     samples: dict[str, list] = {}
+    cold: dict[str, list[int]] = {}
     try:
         for hook in args.hooks:
             for key, path in paths.items():
                 loaded[(hook, key)] = Loaded(path, hook)
             loaded[(hook, "miss")] = Loaded(paths["pfc"], hook, cache="miss")
-        out["facts"] = {hook: loaded[(hook, "pfc")].facts() for hook in args.hooks}
+            for label, tuning in args.variant:
+                loaded[(hook, f"pfc[{label}]")] = Loaded(paths["pfc"], hook, tuning=tuning)
+                loaded[(hook, f"miss[{label}]")] = Loaded(paths["pfc"], hook, cache="miss",
+                                                          tuning=tuning)
+        out["facts"] = {f"{hook} {key}": v.facts() for (hook, key), v in loaded.items()
+                        if key.startswith("pfc")}
         with bpf_stats(), bench_measure.bench_lab() as lab:
             for _ in range(args.rounds):
                 for alg in args.algs if args.dpdk else ():
@@ -201,10 +227,18 @@ def one_set(name: str, args, work: Path) -> dict:
                         rules_file, trace_file, len(headers), alg, args.tracestep))
                 for hook in args.hooks:
                     for flows in args.flows:
-                        for key in ("pfc", "1-rule", "empty"):
+                        for key in ("pfc", "1-rule", "empty",
+                                    *(f"pfc[{label}]" for label, _ in args.variant)):
                             prog = loaded[(hook, key)].prog
                             samples.setdefault(f"{hook} {flows} {key}", []).append(
                                 replay(lab, hook, prog.fd, traffic[flows], args.seconds))
+                    if args.cold:
+                        keys = ["miss", "1-rule", "empty",
+                                *(f"miss[{label}]" for label, _ in args.variant)]
+                        runs = cold_ns({k: loaded[(hook, k)].prog for k in keys},
+                                       frames[:args.cold])
+                        for k, vals in runs.items():
+                            cold.setdefault(f"{hook} cold {k}", []).extend(vals)
                     view = [f for f in frames[:64]]
                     for key in ("miss", "1-rule"):
                         samples.setdefault(f"{hook} hot {key}", []).append(
@@ -217,6 +251,7 @@ def one_set(name: str, args, work: Path) -> dict:
             v.close()
     out["samples"] = samples
     out["median"] = {k: _median(v) for k, v in samples.items()}
+    out["cold"] = {k: percentiles(v) for k, v in cold.items()}
     return out
 
 
@@ -243,7 +278,7 @@ def table(points: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def ratios(p: dict) -> dict:
+def ratios(p: dict, variants=()) -> dict:
     """pfc XDP new flows against rte_acl AVX2 and the 1-rule policy; tc against XDP."""
     m = p["median"]
 
@@ -260,6 +295,9 @@ def ratios(p: dict) -> dict:
              "tc repeat / 1-rule": ("tc repeat pfc", "tc repeat 1-rule"),
              "tc zipf / 1-rule": ("tc zipf pfc", "tc zipf 1-rule"),
              "xdp hot / 1-rule": ("xdp hot miss", "xdp hot 1-rule")}
+    for label, _tuning in variants:
+        pairs[f"xdp new [{label}] / pfc"] = (f"xdp new pfc[{label}]", "xdp new pfc")
+        pairs[f"xdp new [{label}] / dpdk avx2"] = (f"xdp new pfc[{label}]", "dpdk avx2")
     for label, (a, b) in pairs.items():
         if get(a) and get(b):
             out[label] = round(get(a) / get(b), 2)
@@ -280,13 +318,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=1.5)
     ap.add_argument("--repeat", type=int, default=2000)
+    ap.add_argument("--cold", type=int, default=2000, help="per-flow figures: this many "
+                    "distinct flows, each run once per round by each program (0: none)")
     ap.add_argument("--zipf-packets", type=int, default=200_000)
     ap.add_argument("--zipf-s", type=float, default=1.0)
+    ap.add_argument("--variant", action="append", default=[], metavar="LABEL=JSON",
+                    help="also pfc built with extra['classify_tuning'] = JSON (measured "
+                    "beside it as pfc[LABEL]; experiments)")
     ap.add_argument("--out", type=Path, default=RESULTS / "newflow.json")
     args = ap.parse_args(argv)
     args.hooks = args.hooks.split(",")
     args.flows = args.flows.split(",")
-    args.algs = args.algs.split(",")
+    args.algs = args.algs.split(",") if args.algs else []
+    args.variant = [(v.split("=", 1)[0], json.loads(v.split("=", 1)[1])) for v in args.variant]
     why = bench_measure.missing_privileges()
     if why:
         ap.error(why)
@@ -297,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.sets.split(","):
             t0 = time.monotonic()
             point = one_set(name, args, Path(tmp))
-            point["ratios"] = ratios(point)
+            point["ratios"] = ratios(point, args.variant)
             point["seconds"] = round(time.monotonic() - t0)
             points.append(point)
             args.out.write_text(json.dumps(points, indent=1))
@@ -305,6 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(points))
     for p in points:
         print(p["set"], json.dumps(p["ratios"]))
+        for k, v in p["cold"].items():
+            print(f"  {k}: median {v['median']:.0f} ns, p99 {v['p99']:.0f} ns ({v['n']} runs)")
     return 0
 
 
