@@ -12,7 +12,7 @@ from pathlib import Path
 from pfc import backends
 from pfc.backends.base import Artifact, Backend, Options, capability_errors
 from pfc.frontend import ir
-from pfc.frontend.diagnostics import CompileError, Diagnostic, error
+from pfc.frontend.diagnostics import CompileError, Diagnostic, error, sort_key
 from pfc.frontend.firewall.hooks import BLOCKS
 from pfc.frontend.firewall.ruleset import Ruleset
 from pfc.frontend.pipeline import Compiled, paused_gc
@@ -48,7 +48,10 @@ def build_policy(policy: ir.Policy, target: str, fmt: str | None = None,
     """``build_artifact`` for one rule list: a v1 policy, or one block of a whole
     firewall (its chains inlined first)."""
     chosen = backend(target)
-    policy = inline_chains(policy)
+    try:
+        policy = inline_chains(policy)
+    except CompileError as exc:  # a chain's rule that cannot be joined with its jump
+        return None, exc.diagnostics
     if options.get("audit"):
         policy = audited(policy)
     # the backend's size limits are enforced by its emitter, with the same diagnostics
@@ -115,15 +118,56 @@ def build_ruleset(ruleset: Ruleset, targets: list[str], fmt: str | None = None,
     return ([], diags) if diags else (artifacts, [])
 
 
+def check_ruleset(ruleset: Ruleset, targets: list[str]) -> list[Diagnostic]:
+    """What ``build_ruleset`` would refuse, without emitting (``pfc check --target``):
+    blocks no target carries, and the rules each target cannot express in the blocks it
+    gets (its size limits included)."""
+    parts, diags = assign_blocks(ruleset, targets)
+    registry = backends.registry()
+    for target, part in parts.items():
+        chosen = backend(target)
+        for block in part.lists:
+            try:
+                flat = inline_chains(block)
+            except CompileError as exc:
+                diags += exc.diagnostics
+                continue
+            diags += capability_errors(flat, chosen, registry,
+                                       limits=chosen.emit_ruleset is None)
+    return sorted(diags, key=sort_key)
+
+
+def block_label(block: ir.Policy) -> str:
+    """A block's name in file names: ``input``, ``nat-prerouting``, ``ingress-eth0``."""
+    return "-".join(block.hook.name.split() + list(block.hook.devices))
+
+
+def _block_files(artifact: Artifact, block: ir.Policy) -> Artifact:
+    """The artifact of one block, its files named ``STEM.BLOCK.EXT`` (``host.input.nft``)
+    instead of ``STEM.TARGET.EXT``, so that every block of a file has its own."""
+    label = block_label(block)
+    renamed = {}
+    for name in artifact.files:
+        stem, dot, rest = name.partition(f".{artifact.target}.")
+        renamed[name] = f"{stem}.{label}.{rest}" if dot else f"{label}.{name}"
+    artifact.files = {renamed[name]: data for name, data in artifact.files.items()}
+    artifact.meta = {key: renamed.get(value, value) if isinstance(value, str) else value
+                     for key, value in artifact.meta.items()}  # e.g. ``maps_file``
+    return artifact
+
+
 def _build_whole(part: Ruleset, chosen: Backend, fmt: str | None,
                  options: dict) -> tuple[list[Artifact], list[Diagnostic]]:
-    diags = [d for p in part.lists
+    try:
+        flat = [inline_chains(p) for p in part.lists]
+    except CompileError as exc:
+        return [], exc.diagnostics
+    diags = [d for p in flat
              for d in capability_errors(p, chosen, backends.registry(), limits=False)]
     if diags:
         return [], diags
     audit = options.get("audit")
-    lists = tuple(chosen.lower(audited(inline_chains(p)) if audit else inline_chains(p))
-                  for p in part.lists)
+    lists = tuple(chosen.lower(audited(p) if audit else p) for p in flat)
     part = Ruleset(lists, (), part.interfaces, part.source)
     fmt = fmt or chosen.formats[0]
     try:
@@ -144,7 +188,7 @@ def _build_each(part: Ruleset, chosen: Backend, fmt: str | None,
             opts["dev"] = block.hook.devices[0]
         artifact, errs = build_policy(block, chosen.name, fmt, **opts)
         diags += errs
-        made += [artifact] if artifact is not None else []
+        made += [_block_files(artifact, block)] if artifact is not None else []
     return made, diags
 
 

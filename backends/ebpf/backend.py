@@ -264,8 +264,9 @@ def load_note(policy: ir.Policy, plan: ebpf_plan.ProgramPlan, stem: str) -> Diag
                  if m.setmap is not None)
     rule = policy.rule(owner)
     where = "/sys/fs/bpf/pfc-" + re.sub(r"[^A-Za-z0-9_-]", "_", stem)
-    steps = (f"bpftool prog loadall {stem}.o {where}/progs pinmaps {where}/maps; "
-             f"python3 -m pfc.backends.ebpf.maps {stem}.maps.json {where}/maps > fill.batch; "
+    steps = (f"bpftool prog loadall ./{stem}.o {where}/progs pinmaps {where}/maps; "
+             f"python3 -m pfc.backends.ebpf.maps ./{stem}.maps.json {where}/maps > "
+             "fill.batch; "
              "bpftool batch file fill.batch")
     return Diagnostic(
         Severity.NOTE, f"the list of the rule at line {rule.line} is a map that the loader "
@@ -278,12 +279,12 @@ def load_note(policy: ir.Policy, plan: ebpf_plan.ProgramPlan, stem: str) -> Diag
 def _clang_diagnostic(policy: ir.Policy, text: str, exc: ToolchainError) -> Diagnostic:
     """clang rejecting generated C is a pfc bug: say so, on the rule it concerns."""
     rule = _rule_at(policy, text, exc.lines[0]) if exc.lines else None
-    where = f"rule at line {rule.line}" if rule else "the program"
+    where = f" for rule at line {rule.line}" if rule else ""
     span = rule.span if rule else policy.default_span
     notes = (Note(f"clang said:\n{exc.output.strip() or exc}"),)
     if exc.command:
         notes += (Note(f"command: {exc.command}"),)
-    return error(f"internal error: clang rejected the generated program for {where}; "
+    return error(f"internal error: clang rejected the generated program{where}; "
                  "this is a pfc bug, please report it with the policy", span,
                  code="internal", notes=notes)
 

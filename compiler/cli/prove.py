@@ -37,7 +37,7 @@ def _policy(path: str) -> ir.Policy | None:
     if not compiled.ok:
         print_diagnostics(compiled.diagnostics, compiled.sources)
         return None
-    return compiled.policy
+    return compiled.require()  # a whole firewall: an error saying prove takes one list
 
 
 def hex_witness(data: bytes) -> str:

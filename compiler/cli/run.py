@@ -35,7 +35,7 @@ def _run(args: argparse.Namespace) -> int:
     if not compiled.ok:
         print_diagnostics(compiled.diagnostics, compiled.sources)
         return 1
-    policy = compiled.policy
+    policy = compiled.require()  # a whole firewall: an error saying `pfc run` takes a list
     capture = read_capture_arg(args.pcap)
     outcomes, counters = api.run(policy, capture.frames, capture.times, capture.outgoing)
     texts = {r.index: compiled.rule_text(r) for r in policy.rules}

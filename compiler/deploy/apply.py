@@ -94,6 +94,8 @@ def read_config(path: Path) -> Config:
         raise ConfigError(f"{path}: cannot read it: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    except ValueError as exc:  # tomllib: an integer of more than 4,300 digits
+        raise ConfigError(f"{path}: not a valid config: {str(exc).split(';')[0]}") from None
     unknown = set(data) - {"policy", "unlisted"}
     if unknown:
         key = sorted(unknown)[0]

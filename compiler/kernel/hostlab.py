@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pyroute2 import IPRoute
 from pyroute2 import netns as _netns
 
-from pfc.kernel import netns
+from pfc.kernel import netns, nftlib
 from pfc.kernel.nflog import Listener
 from pfc.oracle.path.host import Host, Port
 
@@ -182,8 +182,7 @@ def neighbour(lab: HostLab, port: str, address) -> None:
 
 
 def _observer() -> None:
-    import nftables
-    nft = nftables.Nftables()
+    nft = nftlib.load().Nftables()
     rc, _, err = nft.cmd(_OBSERVER.format(group=DELIVERED_GROUP, prio=_priority_text()))
     if rc != 0:
         raise netns.NamespaceError(f"cannot load the lab's observer table: {err.strip()}")

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pfc.build import build_ruleset
 from pfc.frontend import ir
 from pfc.frontend.firewall.ruleset import Ruleset
-from pfc.kernel import hostlab, netns
+from pfc.kernel import hostlab, netns, nftlib
 from pfc.oracle import sequences
 from pfc.oracle.packets import ETH_HLEN, read_frame
 from pfc.oracle.path.host import Host, host_of
@@ -236,8 +236,7 @@ def _load_here(artifacts) -> None:
 
 
 def _nft(text: str) -> None:
-    import nftables
-    rc, _, err = nftables.Nftables().cmd(text)
+    rc, _, err = nftlib.load().Nftables().cmd(text)
     if rc != 0:
         raise RuntimeError(f"nft refused the ruleset: {err.strip()}")
 

@@ -77,7 +77,8 @@ def verify_args(files: list[str], targets: str, frames: int | None, seed: int,
 
 
 def warm_cache(files: list[str], kernel: tuple[int, int]) -> None:
-    """Compile every eBPF artifact of ``files`` for ``kernel`` on the host (module doc);
+    """Compile every eBPF artifact and nfmod module of ``files`` for ``kernel`` on the
+    host (module doc);
     any failure is left for the guest's own run to report."""
     for path in files:
         if path == "-":
@@ -86,7 +87,7 @@ def warm_cache(files: list[str], kernel: tuple[int, int]) -> None:
             compiled = compile_path(path)
             if not compiled.ok:
                 continue
-            for hook in ("xdp", "tc", "socket"):
+            for hook in ("xdp", "tc", "socket", "nfmod"):  # nfmod: the .ko, cached
                 build_artifact(compiled, hook, dev="dut", extra={"kernel": kernel})
         except Exception:  # noqa: BLE001 - the guest reports it, with its own words
             continue

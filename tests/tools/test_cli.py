@@ -754,6 +754,20 @@ def test_targets_at_80_columns_cut_no_hook_name() -> None:
                   + ["SO_ATTACH_FILTER", "iptables-restore", "SO_ATTACH_BPF"])
 
 
+def test_targets_name_the_blocks_each_target_carries() -> None:
+    from pfc.cli.compile import targets_json
+
+    blocks = {t["name"]: t["blocks"] for t in targets_json()["targets"]}
+    assert blocks["xdp"] == {"ingress": "xdp"}
+    assert "nat postrouting" in blocks["iptables"] and "ingress" not in blocks["iptables"]
+    assert set(blocks["nft"]) >= {"input", "forward", "output", "ingress", "egress"}
+    from pfc.cli.compile import blocks_table
+
+    text = _render(blocks_table())
+    assert "xdp → xdp" not in text and "xdp" in text and "nat postrouting" in text
+    _words_intact(text, ["nat postrouting", "raw prerouting", "iptables"])
+
+
 def test_verify_at_80_columns_cuts_no_status_word() -> None:
     from pfc.cli.verify import verify_table
     from pfc.verifier.equiv import Report
@@ -836,3 +850,23 @@ def test_status_and_verify_json_carry_the_version(capsys, monkeypatch) -> None:
     assert next(iter(report)) == "version" and report["version"] == 1
     for key in _json_keys(report, set()):
         assert re.search(rf"[`.]{re.escape(key)}`", docs), key
+
+
+# ------------------------------------------------- round 3: internal errors read well
+
+def test_a_clang_failure_reads_as_lines_and_names_the_program_once(
+        capsys, monkeypatch, tmp_path: Path) -> None:
+    """Internal-error notes: clang's output line by line (not `\\x0a`), and no "the
+    generated program for the program"."""
+    from pfc.kernel import toolchain
+
+    def broken(source, stem="prog", use_cache=True):
+        raise toolchain.ToolchainError("clang exited with status 1",
+                                       "clang: error: one\nclang: error: two\n", "clang x")
+
+    monkeypatch.setattr(toolchain, "compile_c", broken)
+    assert main(["compile", EDGE, "--target", "xdp", "-o", str(tmp_path) + "/"]) == 1
+    err = capsys.readouterr().err
+    assert "\\x0a" not in err and "for the program" not in err
+    assert "clang rejected the generated program; this is a pfc bug" in err
+    assert "\n    clang: error: two\n" in err
