@@ -22,17 +22,27 @@ best software classifier, DPDK's ``rte_acl``, on the same rules and the same tra
 - ``hot``: the old figure, never the headline: ``BPF_PROG_TEST_RUN`` of one frame
   repeated ``--repeat`` times with the cache defeated (a build whose every lookup
   misses), mean over 64 trace frames: every line the lookup touches is in L1.
-- ``--flows repeat``: the first 256 distinct headers cycled (each a cache hit after
-  its first packet); ``--flows zipf``: ``--zipf-packets`` packets drawn from the
-  distinct headers with Zipf ranks (exponent ``--zipf-s``): measured, not estimated.
+- ``--flows new@N``: the first N distinct headers cycled (how the cost grows with the
+  flows' working set). ``--flows repeat``: the first 256 distinct headers cycled
+  (each a cache hit after its first packet); ``--flows zipf``: ``--zipf-packets``
+  packets drawn from the distinct headers with Zipf ranks (exponent ``--zipf-s``):
+  measured, not estimated.
 - DPDK: ``dpdk-test-acl`` (Debian's ``dpdk-dev``; installed with apt-get when missing
   and ``--install``), ``--no-pci --no-huge``, on CPU 1 under SCHED_FIFO (``chrt``) so
   that other jobs do not preempt it inside its timed loop; ns/packet = 1e9 / its
   pkt/sec. Algorithms ``--algs`` (avx2, scalar, avx512x16; AVX-512 with
   ``--force-max-simd-bitwidth=512``).
 
-Every peer of a set is run once per round, interleaved, ``--rounds`` rounds; the
-medians are reported with the load average. Root needed.
+- ``cold``: each of the first ``--cold`` distinct flows run once (``BPF_PROG_TEST_RUN``,
+  repeat 1) by the cache-defeated build, the 1-rule and the empty program in turn:
+  the median and p99 of one new flow's cost, a distribution the replay's mean hides
+  (test-run overhead included: see the empty program).
+- ``--variant LABEL=JSON``: pfc built with ``extra["classify_tuning"]`` JSON too,
+  measured beside the default in the same rounds (before/after a layout change).
+
+Every peer of a set is run once per round, interleaved (the order of pfc's programs
+rotated round by round, after one unrecorded warm-up replay of each), ``--rounds``
+rounds; the medians are reported with the load average. Root needed.
 
     sudo .venv/bin/python benchmarks/newflow.py --sets acl1,fw1,ipc1 --rules 8000
 """
@@ -182,6 +192,15 @@ def hot_ns(prog, frames: list[bytes], repeat: int) -> float:
     return round(sum(runs) / len(runs), 1)
 
 
+def traffic_of(traffic: dict[str, list[bytes]], flows: str) -> list[bytes]:
+    """``new``, ``repeat``, ``zipf``, or ``new@N``: the first N distinct flows cycled
+    (N above the flow cache's 4,096 slots: every packet a miss; below: the working set
+    of the lookups shrinks with N)."""
+    if flows.startswith("new@"):
+        return traffic["new"][:int(flows[4:])]
+    return traffic[flows]
+
+
 def zipf_frames(frames: list[bytes], packets: int, s: float, seed: int = 7) -> list[bytes]:
     rng = random.Random(seed)
     weights = [1 / (k + 1) ** s for k in range(len(frames))]
@@ -221,17 +240,23 @@ def one_set(name: str, args, work: Path) -> dict:
         out["facts"] = {f"{hook} {key}": v.facts() for (hook, key), v in loaded.items()
                         if key.startswith("pfc")}
         with bpf_stats(), bench_measure.bench_lab() as lab:
-            for _ in range(args.rounds):
+            for hook in args.hooks:  # a warm-up replay of each, not recorded
+                for key in ("pfc", *(f"pfc[{label}]" for label, _ in args.variant)):
+                    replay(lab, hook, loaded[(hook, key)].prog.fd, traffic["new"],
+                           min(args.seconds, 0.5))
+            for rnd in range(args.rounds):
                 for alg in args.algs if args.dpdk else ():
                     samples.setdefault(f"dpdk {alg}", []).append(dpdk_ns(
                         rules_file, trace_file, len(headers), alg, args.tracestep))
                 for hook in args.hooks:
                     for flows in args.flows:
-                        for key in ("pfc", "1-rule", "empty",
-                                    *(f"pfc[{label}]" for label, _ in args.variant)):
+                        keys = ["pfc", "1-rule", "empty",
+                                *(f"pfc[{label}]" for label, _ in args.variant)]
+                        for key in keys[rnd % len(keys):] + keys[:rnd % len(keys)]:
                             prog = loaded[(hook, key)].prog
                             samples.setdefault(f"{hook} {flows} {key}", []).append(
-                                replay(lab, hook, prog.fd, traffic[flows], args.seconds))
+                                replay(lab, hook, prog.fd, traffic_of(traffic, flows),
+                                       args.seconds))
                     if args.cold:
                         keys = ["miss", "1-rule", "empty",
                                 *(f"miss[{label}]" for label, _ in args.variant)]

@@ -208,14 +208,14 @@ def test_forced_classifier_on_small_policies(hook):
 def test_vectors_beyond_an_l2_are_compressed():
     """8k ClassBench ipc1 rules: their dense vectors would take ~4 MiB, more than
     ``tables.DENSE_MAX`` (about an L2, which a new flow's lookups miss): compressed,
-    2-3x less memory; a policy whose vectors fit stays dense."""
+    2.6 MiB of maps instead of 6.3; a policy whose vectors fit stays dense."""
     from benchmarks import cbsets
 
     cs = model.conds(compile_text(cbsets.policy_text("ipc1", cbsets.rules("ipc1", 8000)),
                                   "ipc1.pf").require())
     built = tables.build(cs)
     assert not built.dense
-    assert tables.memory(built) * 2 < tables.memory(tables.build(cs, 64 << 20))
+    assert tables.memory(built) < 3 << 20
     small = model.conds(compile_text(mixed_policy(300, 7, "pass"), "m.pf").require())
     assert tables.build(small).dense
 
