@@ -32,6 +32,7 @@ FC_COUNTS = 12  # PFC_FC_K: count rules an entry keeps (more: the frame is not c
 FC_COUNTS_SOCKET = 8  # a socket filter's 512-byte stack holds its window and a copy of 8
 FC_HEAD = 56  # struct pfc_fc_entry: key[5], check, decide, nc; then cs[PFC_FC_K]
 FC_ENTRY_BYTES = 128  # FC_HEAD + 4 * FC_COUNTS, padded: two cache lines, the first has the key
+FC_LINE = 64
 _M64 = (1 << 64) - 1
 _FC_MUL = (0x9e3779b97f4a7c15, 0xc2b2ae3d27d4eb4f, 0x165667b19e3779f9, 0xd6e8feb86659fd93,
            0xff51afd7ed558ccd, 0xc4ceb9fe1a85ec53, 0x94d049bb133111eb)
@@ -65,9 +66,15 @@ class FlowCache:
     def bits(self) -> int:
         return self.slots.bit_length() - 1
 
+    @property
+    def entry_bytes(self) -> int:
+        """struct pfc_fc_entry: its head and count rules, padded to whole cache lines
+        (:data:`FC_ENTRY_BYTES` with :data:`FC_COUNTS`)."""
+        return -(-(FC_HEAD + 4 * self.counts) // FC_LINE) * FC_LINE
+
     def stats(self) -> dict:
-        return {"slots": self.slots, "entry_bytes": FC_ENTRY_BYTES, "counts": self.counts,
-                "bytes_per_cpu": self.slots * FC_ENTRY_BYTES, "defeat": self.defeat}
+        return {"slots": self.slots, "entry_bytes": self.entry_bytes, "counts": self.counts,
+                "bytes_per_cpu": self.slots * self.entry_bytes, "defeat": self.defeat}
 
 
 def flow_cache(knob) -> FlowCache | None:
@@ -150,7 +157,8 @@ def classify_plan(policy: ir.Policy, hook: str, cache: FlowCache | None = None,
     """The classifier for ``policy`` (with the flow cache ``cache``), or None when a
     rule cannot be classified. ``tuning`` (``extra["classify_tuning"]``, benchmarks
     and tests, not a user's flag): ``dense_max``, bytes of dense vectors at most
-    (:data:`tables.DENSE_MAX`)."""
+    (:data:`tables.DENSE_MAX`); ``fc_counts``, count rules a flow-cache entry keeps at
+    most (:data:`FC_COUNTS`; 2 makes the entry one cache line)."""
     tuning = tuning or {}
     if len(policy.rules) >= MAX_SLOTS or policy.default_audit:
         return None
@@ -175,6 +183,8 @@ def classify_plan(policy: ir.Policy, hook: str, cache: FlowCache | None = None,
     features = frozenset(["redirect"] if redirects else [])
     if cache and hook == "socket":
         cache = replace(cache, counts=FC_COUNTS_SOCKET)
+    if cache and tuning.get("fc_counts"):  # benchmarks: fewer count rules, a smaller entry
+        cache = replace(cache, counts=min(cache.counts, int(tuning["fc_counts"])))
     plan = ClassifyPlan(hook, policy.default.value, slots, l2 + 60 + (18 if redirects else 4),
                         l4, features, built, redirects, len(policy.rules), cache)
     plan.build_s = time.perf_counter() - t0

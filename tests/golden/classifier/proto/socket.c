@@ -168,7 +168,7 @@ struct pfc_fc_entry {
 	__u32 decide;
 	__u32 nc;
 	__u32 cs[PFC_FC_K];
-	__u32 pad[(128 - 56 - 4 * PFC_FC_K) / 4]; /* two cache lines */
+	__u32 pad[(128 - 56 - 4 * PFC_FC_K) / 4]; /* whole cache lines */
 };
 
 struct {
