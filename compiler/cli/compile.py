@@ -281,7 +281,8 @@ def targets_json() -> dict:
     return {"targets": [
         {"name": b.name, "description": b.description, "hooks": list(b.hooks),
          "formats": list(b.formats), "binary_formats": sorted(b.binary_formats),
-         "supports": sorted(b.supports), "blocks": dict(b.carries)}
+         "supports": sorted(b.supports), "blocks": [{"block": k, "hook": v}
+                                                 for k, v in b.carries.items()]}
         for b in backends.registry().values()]}
 
 

@@ -3,7 +3,8 @@
 ``TARGET`` or ``TARGET:HOOK`` per entry, as ``pfc verify`` takes them; compiled with
 the options ``pfc verify`` uses (an nft artifact for netdev ingress on ``dut``, the
 device of the throw-away namespaces the runners use). A target that cannot express
-the policy is reported as such (an error when it was named explicitly).
+the policy is reported as such (an error when it was named explicitly); so is a target
+the prover has no model of (``nfmod``, ``u32``: ``pfc verify`` runs them).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from pfc.frontend.diagnostics import CompileError
 from pfc.frontend.pipeline import Compiled
 from pfc.prove.proof import Proof, adopt, prove
 from pfc.prove.targets.cbpf import Unsupported
+from pfc.prove.views import KINDS
+
+MODELLED = tuple(dict.fromkeys(t for t, _ in KINDS))  # the targets the prover reads
 
 OPTIONS = {"dev": "dut"}  # as pfc.verifier.run.RUN_OPTIONS
 
@@ -27,11 +31,14 @@ class TargetProof:
     proof: Proof | None = None
     error: str = ""  # the artifact could not be built or modelled (exit 2)
     skipped: str = ""  # not expressible, with `--targets all`
+    unmodelled: str = ""  # no model of the target, with `--targets all`: not proved
 
     def line(self) -> str:
         where = f"{self.target}/{self.hook}" if self.hook else self.target
         if self.skipped:
             return f"{where}: not expressible ({self.skipped})"
+        if self.unmodelled:
+            return f"{where}: not proved: {self.unmodelled}"
         if self.error:
             return f"{where}: error: {self.error}"
         p = self.proof
@@ -46,7 +53,8 @@ class TargetProof:
 
     def to_json(self) -> dict:
         out = {"target": self.target, "hook": self.hook, "error": self.error or None,
-               "not_expressible": self.skipped or None}
+               "not_expressible": self.skipped or None,
+               "not_proved": self.unmodelled or None}
         p = self.proof
         if p is not None:
             out |= {"status": p.status, "max_len": p.bound, "view": p.seen,
@@ -70,6 +78,11 @@ def _one(compiled: Compiled, spec: str, explicit: bool, path: str | None, bound:
          confirm: bool, timeout: float | None) -> TargetProof:
     target, _, hook = spec.partition(":")
     result = TargetProof(target, hook)
+    if target not in MODELLED:
+        why = (f"no model for target `{target}` (pfc prove models "
+               f"{', '.join(MODELLED)}; `pfc verify` runs it in the kernel)")
+        result.error, result.unmodelled = (why, "") if explicit else ("", why)
+        return result
     used = ir.flow_features(compiled.require())
     if used:  # the formula is per frame: logs, buckets and connections are not in it
         why = f"pfc prove covers stateless policies; this one uses {', '.join(used)}"

@@ -757,7 +757,8 @@ def test_targets_at_80_columns_cut_no_hook_name() -> None:
 def test_targets_name_the_blocks_each_target_carries() -> None:
     from pfc.cli.compile import targets_json
 
-    blocks = {t["name"]: t["blocks"] for t in targets_json()["targets"]}
+    blocks = {t["name"]: {b["block"]: b["hook"] for b in t["blocks"]}
+              for t in targets_json()["targets"]}
     assert blocks["xdp"] == {"ingress": "xdp"}
     assert "nat postrouting" in blocks["iptables"] and "ingress" not in blocks["iptables"]
     assert set(blocks["nft"]) >= {"input", "forward", "output", "ingress", "egress"}
