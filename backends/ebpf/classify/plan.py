@@ -34,21 +34,28 @@ FC_HEAD = 56  # struct pfc_fc_entry: key[5], check, decide, nc; then cs[PFC_FC_K
 FC_ENTRY_BYTES = 128  # FC_HEAD + 4 * FC_COUNTS, padded: two cache lines, the first has the key
 FC_LINE = 64
 _M64 = (1 << 64) - 1
-_FC_MUL = (0x9e3779b97f4a7c15, 0xc2b2ae3d27d4eb4f, 0x165667b19e3779f9, 0xd6e8feb86659fd93,
-           0xff51afd7ed558ccd, 0xc4ceb9fe1a85ec53, 0x94d049bb133111eb)
-FC_CHAIN = 0x100000001b3
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (64 - r))) & _M64
+
+
+def _mix(h: int, w: int, r: int) -> int:
+    h = (_rotl(h, r) + w) & _M64
+    return h ^ (h >> 17)
 
 
 def fc_check(key: list[int], decide: int, counts: list[int]) -> int:
     """The check word of a flow-cache entry (``pfc_fc_check`` in flowcache.c.j2): the
-    key's five words, ``decide``, the count rules' slots in order."""
+    key's five words, ``decide``, the count rules' slots in order (add-rotate-xor)."""
     chain = 0
     for slot in counts:
-        chain = (chain * FC_CHAIN + slot + 1) & _M64
-    words = [*key, decide | len(counts) << 32, chain]
-    h = 0
-    for w, m in zip(words, _FC_MUL, strict=True):
-        h ^= (w * m) & _M64
+        chain = (_rotl(chain, 19) + slot + 1) & _M64
+    k = key
+    h = (((k[0] ^ _rotl(k[1], 13)) + (_rotl(k[2], 29) ^ _rotl(k[3], 41))) + _rotl(k[4], 53)) \
+        & _M64
+    h ^= h >> 17
+    h = _mix(_mix(h, decide | len(counts) << 32, 23), chain, 41)
     return h ^ (h >> 31)
 
 

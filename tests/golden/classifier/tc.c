@@ -326,7 +326,10 @@ struct {
 #define PFC_FC_K 12
 #define PFC_FC_TAG (1ULL << 12)
 #define PFC_FC_BITS 12
-#define PFC_FC_M 0x100000001b3ULL /* the count rules' chain: h = h * M + slot + 1 */
+/* Add-rotate-xor mixing, no multiplication (cheap for the prover's bit-vectors too). */
+#define PFC_ROTL(x, r) (((x) << (r)) | ((x) >> (64 - (r))))
+/* The count rules' chain: one slot more. */
+#define PFC_FC_CHAIN(h, slot) (PFC_ROTL(h, 19) + (slot) + 1)
 
 struct pfc_fc_entry {
 	__u64 key[5];
@@ -354,23 +357,29 @@ PFC_FN __u32 pfc_fc_slot(const __u64 *k)
 	return PFC_FC_BITS ? h >> (64 - PFC_FC_BITS) : 0; /* one slot: tests */
 }
 
-/* The key's part of a check word: independent products of its words (they run side by
- * side), computed once per frame, so that only it, not the five words, stays live
- * until the entry is written. */
+/* One word w mixed into h. */
+PFC_FN __u64 pfc_fc_mix(__u64 h, __u64 w, int r)
+{
+	h = PFC_ROTL(h, r) + w;
+	return h ^ (h >> 17);
+}
+
+/* The key's part of a check word, computed once per frame, so that only it, not the
+ * five words, stays live until the entry is written. */
 PFC_FN __u64 pfc_fc_keyhash(const __u64 *k)
 {
-	return (k[0] * 0x9e3779b97f4a7c15ULL) ^ (k[1] * 0xc2b2ae3d27d4eb4fULL) ^
-	       (k[2] * 0x165667b19e3779f9ULL) ^ (k[3] * 0xd6e8feb86659fd93ULL) ^
-	       (k[4] * 0xff51afd7ed558ccdULL);
+	__u64 h = ((k[0] ^ PFC_ROTL(k[1], 13)) + (PFC_ROTL(k[2], 29) ^ PFC_ROTL(k[3], 41))) +
+		  PFC_ROTL(k[4], 53);
+
+	return h ^ (h >> 17);
 }
 
 /* The check word of an entry whose key has the key hash kh, with decision `decide` and
- * nc count rules whose chain (PFC_FC_M) is hc, folded
+ * nc count rules whose chain (PFC_FC_CHAIN) is hc
  * (pfc.backends.ebpf.classify.plan.fc_check computes the same). */
 PFC_FN __u64 pfc_fc_check(__u64 kh, __u32 decide, __u32 nc, __u64 hc)
 {
-	__u64 h = kh ^ ((decide | (__u64)nc << 32) * 0xc4ceb9fe1a85ec53ULL) ^
-		  (hc * 0x94d049bb133111ebULL);
+	__u64 h = pfc_fc_mix(pfc_fc_mix(kh, decide | (__u64)nc << 32, 23), hc, 41);
 
 	return h ^ (h >> 31);
 }
@@ -407,7 +416,7 @@ PFC_FN void pfc_fc_count(struct pfc_fc_entry *e, __u64 *hc, __u32 slot)
 	if (n < PFC_FC_K)
 		e->cs[n] = slot;
 	e->nc = n + 1;
-	*hc = *hc * PFC_FC_M + slot + 1;
+	*hc = PFC_FC_CHAIN(*hc, slot);
 }
 
 /* Decided: the decision and the tag word, then the check word, computed from what this
@@ -730,7 +739,7 @@ int pfc_tc(struct __sk_buff *skb)
 			for (int i = 0; i < PFC_FC_K; i++)
 				if (i < nc) {
 					cs[i] = PFC_ONCE(fe->cs[i]);
-					hc = hc * PFC_FC_M + cs[i] + 1;
+					hc = PFC_FC_CHAIN(hc, cs[i]);
 				}
 			if (pfc_fc_check(kh, decide, nc, hc) == PFC_ONCE(fe->check)) {
 #pragma unroll
