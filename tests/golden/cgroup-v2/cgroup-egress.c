@@ -36,7 +36,11 @@ typedef __u32 pfc_cur;
 #define PFC_LEN() (*(volatile __u32 *)&skb->len)
 #define HAVE(c, n) ((__u64)(c) + (n) <= PFC_LEN())
 #define FRESH(c) (c)
-#define U8(c, o) ((__u32)win[((c) + (o)) & (PFC_WINDOW - 1)])
+/* The index is hidden from clang before the mask: with the IP header at 0 clang knows a
+ * transport cursor is a multiple of 4 below 128 and turns `(c + 2) & 127` into `c | 2`,
+ * which 6.12's verifier cannot bound after it links c + 4 to c (it refuses the load:
+ * "makes fp pointer be out of bounds"). */
+#define U8(c, o) ({ __u32 i_ = (c) + (o); barrier_var(i_); (__u32)win[i_ & (PFC_WINDOW - 1)]; })
 #define U16(c, o) ((U8(c, o) << 8) | U8(c, (o) + 1))
 #define U32(c, o) ((U16(c, o) << 16) | U16(c, (o) + 2))
 #define U16_BOUNDED(c, o) U16(c, o) /* byte by byte: the verifier bounds it already */
