@@ -16,6 +16,7 @@ so ``has(off, n)`` (``off + n <= length``) cannot wrap.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -301,6 +302,44 @@ def _past(deadline: float | None) -> bool:
     return deadline is not None and time.monotonic() >= deadline
 
 
+def check(solver) -> z3.CheckSatResult:
+    """``solver.check()`` that Ctrl-C stops at once: z3 runs in a worker thread (z3
+    releases the GIL) while the main thread waits in Python, where SIGINT raises
+    KeyboardInterrupt; z3 is then interrupted, the worker joined and the
+    KeyboardInterrupt goes on (the CLI: "pfc: interrupted", exit 130). z3's own
+    handler, which a long bit-blasting search did not heed (the first Ctrl-C was
+    lost, the second ended in "interrupted from keyboard"), is switched off."""
+    if threading.current_thread() is not threading.main_thread():
+        return solver.check()
+    solver.set("ctrl_c", False)
+    found: list = []
+    failed: list = []
+    cancelled = threading.Event()
+
+    def run() -> None:
+        if cancelled.is_set():  # Ctrl-C came while the thread was starting
+            return
+        try:
+            found.append(solver.check())
+        except BaseException as exc:  # noqa: BLE001 (re-raised in the caller's thread)
+            failed.append(exc)
+
+    worker = threading.Thread(target=run, name="pfc-z3", daemon=True)
+    try:
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.05)
+    except KeyboardInterrupt:
+        cancelled.set()
+        while worker.is_alive():  # again until it ends: z3 may not have begun
+            solver.ctx.interrupt()
+            worker.join(0.05)
+        raise
+    if failed:
+        raise failed[0]
+    return found[0]
+
+
 class _Solver:
     TACTIC = ("simplify", "bvarray2uf", "ackermannize_bv", "qfbv")
 
@@ -330,12 +369,12 @@ class _Solver:
         without ``fall_back``) unknown."""
         self.used = self.fast
         self.fast.set("timeout", timeout_ms or _left_ms(deadline))
-        found = self.fast.check()
+        found = check(self.fast)
         if found == z3.unknown and fall_back and not _past(deadline):
             self.fell_back = self.fast.reason_unknown()
             self.used = self.slow
             self.slow.set("timeout", _left_ms(deadline))
-            found = self.slow.check()
+            found = check(self.slow)
         return found
 
     def model(self) -> z3.ModelRef:

@@ -28,6 +28,7 @@ from pfc.prove.frame import (
     Behaviour,
     Frame,
     Reading,
+    check,
     concrete,
     frame_bytes,
     frames_differ,
@@ -150,7 +151,7 @@ def _holds_on(expr: z3.BoolRef, frame: Frame, data: bytes) -> bool:
     """``expr`` can hold with the frame ``data`` (other variables free)."""
     fixed = z3.Solver()
     fixed.add(z3.substitute(expr, *concrete(frame, data)))
-    return fixed.check() == z3.sat
+    return check(fixed) == z3.sat
 
 
 def _witness(solver, frame: Frame, deadline: float | None = None) -> bytes | None:
