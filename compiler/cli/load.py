@@ -16,7 +16,7 @@ import time
 from pfc import api
 from pfc.backends.base import check_dev
 from pfc.cli.common import Command, UsageError, load, print_diagnostics
-from pfc.cli.output import shown, versioned
+from pfc.cli.output import print_json, shown, versioned
 from pfc.deploy import load as loading
 from pfc.frontend.diagnostics import CompileError
 
@@ -130,9 +130,11 @@ def _dry_run(args: argparse.Namespace, compiled, target: str, dev: str) -> int:
         print_diagnostics(exc.diagnostics, compiled.sources)
         return 1
     except loading.LoadError as exc:
+        if args.format == "json":
+            print_json({"error": shown(exc.cause)})
         return _fail("load --dry-run", exc)
     if args.format == "json":
-        print(json.dumps(dry_run_json(result), indent=2))
+        print(json.dumps(versioned(dry_run_json(result)), indent=2))
     else:
         show_dry_run(result)
     return 0

@@ -51,7 +51,8 @@ A policy is a file of rules, one per line, tried top to bottom:
 """
 
 # Commands whose --format json is a report on stdout (compile's --format is the artifact's).
-REPORTS = frozenset(("check", "run", "verify", "bench", "status", "targets", "apply"))
+REPORTS = frozenset(("check", "run", "verify", "bench", "status", "targets", "apply",
+                     "diff", "prove", "set", "load"))
 EX_SOFTWARE = 70  # sysexits.h: an internal software error
 EXIT_CODES = """\
 exit codes:

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from pfc.cli.common import Command, UsageError, load, print_diagnostics
+from pfc.cli.output import print_json
 from pfc.frontend import ir
 
 WITNESS_SHOWN = 48  # bytes of a witness printed in text output
@@ -84,11 +84,11 @@ def _diff(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     _write(args.write, [r.witness for r in result.regions])
     if args.format == "json":
-        print(json.dumps({
+        print_json({
             "same": result.same, "complete": result.complete, "max_len": result.bound,
             "regions": [{"where": r.where, "change": r.change, "old": _side_json(r.old),
                          "new": _side_json(r.new), "witness": r.witness.hex()}
-                        for r in result.regions]}, indent=2))
+                        for r in result.regions]})
     else:
         _print_diff(args, result)
     return 0 if result.same else 1
@@ -168,37 +168,67 @@ def _specs(args: argparse.Namespace) -> tuple[list[str], bool]:
 
 def _prove(args: argparse.Namespace) -> int:
     from pfc.prove.diff import DEFAULT_BOUND
-    from pfc.prove.run import prove_file
 
     specs, explicit = _specs(args)
     if args.timeout is not None and not args.timeout > 0:
         raise UsageError(f"--timeout {args.timeout:g}: give a number of seconds above 0")
-    results, code = [], 0
+    files, code = [], 0
     for path in args.files:
         compiled = load(path)
         if not compiled.ok:
             print_diagnostics(compiled.diagnostics, compiled.sources)
+            files.append({"file": path, "proved": False, "reason": "does not compile",
+                          "targets": []})
             code = 2
             continue
-        try:
-            got = prove_file(compiled, specs, explicit=explicit, artifact=args.artifact,
-                             bound=args.max_len or DEFAULT_BOUND, confirm=not args.no_run,
-                             timeout=args.timeout)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from exc
-        results += [(path, r) for r in got]
-    _write(args.write, [r.proof.wire for _, r in results if r.proof and r.proof.wire])
-    if any(r.error for _, r in results):
-        code = 2
-    if any(r.proof and not r.proof.equal for _, r in results):
-        code = max(code, 1)
+        entry = _prove_one(args, path, compiled, specs, explicit,
+                           args.max_len or DEFAULT_BOUND)
+        files.append(entry)
+        code = max(code, _file_code(entry))
+    _write(args.write, [bytes.fromhex(t["wire"]) for f in files for t in f["targets"]
+                        if t.get("wire")])
     if args.format == "json":
-        print(json.dumps({"ok": code == 0, "results": [
-            {"file": p} | r.to_json() for p, r in results]}, indent=2))
-    else:
-        for path, r in results:
-            print(f"{path}: {r.line()}")
+        print_json({"ok": code == 0, "files": files})
     return code
+
+
+def _prove_one(args: argparse.Namespace, path: str, compiled, specs: list[str],
+               explicit: bool, bound: int) -> dict:
+    """Prove one file, each target's line printed (and flushed: a pipe or a CI log
+    shows it) as soon as it is known; the file's JSON entry."""
+    from pfc.prove.run import prove_file, stateful
+
+    text = args.format != "json"
+    why = stateful(compiled)
+    if why is not None:
+        if text:
+            print(f"{path}: not proved: {why}", flush=True)
+        return {"file": path, "proved": False, "reason": why, "targets": []}
+    targets = []
+    try:
+        for r in prove_file(compiled, specs, explicit=explicit, artifact=args.artifact,
+                            bound=bound, confirm=not args.no_run, timeout=args.timeout):
+            targets.append(r.to_json())
+            if text:
+                print(f"{path}: {r.line()}", flush=True)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    proved = any(t["status"] == "proved" for t in targets)
+    reason = None if proved else "no target could express it" if all(
+        t["status"] == "not-expressible" for t in targets) else None
+    if reason and text:
+        print(f"{path}: not proved: {reason} (--targets T:HOOK chooses a hook)", flush=True)
+    return {"file": path, "proved": proved, "reason": reason, "targets": targets}
+
+
+def _file_code(entry: dict) -> int:
+    """2 an error, 1 a difference or nothing proved, else 0."""
+    statuses = {t["status"] for t in entry["targets"]}
+    if "error" in statuses:
+        return 2
+    if statuses - {"proved", "not-expressible"} or not entry["proved"]:
+        return 1
+    return 0
 
 
 PROVE = Command("prove", "prove a compiled artifact equal to its policy, for every frame",

@@ -261,6 +261,24 @@ def replace_policy(artifact: Artifact, policy: ir.Policy) -> Artifact:
 
 # ------------------------------------------------------------------- given artifacts
 
+def given_hook(target: str, path: str, hook: str | None) -> str | None:
+    """The hook a given artifact file is for: ``hook`` (``--hook``) or, for nft, the
+    base chain's hook the file declares (the file's table and chain are the ones
+    loaded and read back). ValueError (a usage error) when they disagree or an nft
+    file names no single hook and none is given; OSError when it cannot be read."""
+    if target != "nft":
+        return hook
+    from pathlib import Path
+
+    from pfc.prove.targets import nft
+    declared = nft.hook_of(Path(path).read_bytes())
+    if hook is not None and declared is not None and declared != hook:
+        raise ValueError(f"{path} is for hook `{declared}`, not `{hook}` (--hook)")
+    if hook is None and declared is None:
+        raise ValueError(f"{path}: no single base chain hook in the file; give --hook")
+    return hook or declared
+
+
 def adopt(artifact: Artifact, path: str) -> Artifact:
     """``artifact`` (pfc's own, for its meta data and runner) with the program read
     from ``path`` instead: a hand-edited or foreign file of the same target and hook.

@@ -118,7 +118,9 @@ def test_cli_prove_a_hand_edited_artifact(tmp_path, capsys) -> None:
     assert code == 1
     import json
     report = json.loads(capsys.readouterr().out)
-    [result] = report["results"]
+    assert report["version"] == 1 and not report["ok"]
+    [entry] = report["files"]
+    [result] = entry["targets"]
     assert result["status"] == "differs" and result["witness"]
     from pfc.oracle.pcap import read_pcap
     assert read_pcap(pcap)[0].hex() == result["wire"]
