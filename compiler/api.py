@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from pfc.deploy.preview import Preview
     from pfc.deploy.sets import Change as SetChange
     from pfc.prove.diff import Result as DiffResult
+    from pfc.prove.sets import SetChange as ListChange
     from pfc.verifier.run import TargetResult
 
 PolicyInput = str | os.PathLike | Compiled
@@ -188,11 +189,12 @@ class DryRun:
     added: list[tuple[int, str]] | None = None
     diff: DiffResult | None = None
     set_files: dict[str, tuple[int, int]] | None = None  # path → (lines removed, added)
+    sets: list[ListChange] | None = None  # named lists whose entries changed
 
     @property
     def changes(self) -> bool:
         return self.compared != "compared" or bool(self.removed or self.added or
-                                                   self.set_files) or \
+                                                   self.set_files or self.sets) or \
             not (self.diff is None or self.diff.same)
 
 
@@ -220,6 +222,7 @@ def dry_run(policy: PolicyInput, target: str, dev: str, *, netns: str | None = N
     from pfc.deploy.preview import preview
     from pfc.deploy.snapshot import compile_copy
     from pfc.prove.diff import align, diff
+    from pfc.prove.sets import changes as set_changes
 
     compiled = front(policy)
     artifact = compile(compiled, target, hook=hook, dev=dev, table=table)
@@ -239,7 +242,7 @@ def dry_run(policy: PolicyInput, target: str, dev: str, *, netns: str | None = N
     stateless = not (ir.flow_features(old.policy) or ir.flow_features(new))
     return DryRun(seen, "compared", removed, added,
                   diff(old.policy, new, limit=limit) if stateless else None,
-                  _set_file_changes(old, compiled))
+                  _set_file_changes(old, compiled), set_changes(old.policy, new))
 
 
 def apply(config: str | os.PathLike | None = None, *,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from typing import TextIO
 
 from pfc.cli.common import Command
@@ -40,17 +41,44 @@ def show_dry_run(result, out: TextIO | None = None) -> None:
             "cannot be compared (load it once with this pfc)")
         return
     _rules(say, result.removed, result.added)
+    if result.sets:
+        say("  lists: " + "; ".join(c.text() for c in result.sets))
     for name, (gone, new) in (result.set_files or {}).items():
         say(f"  set file {name}: {gone} lines removed, {new} added since the load")
     _regions(say, result.diff)
 
 
+def _paired(removed: list, added: list) -> tuple[list, list, list]:
+    """(removed, added, same): ``same`` the added rules whose text a removed one has
+    (each paired once), left out of the other two."""
+    left = Counter(t for _, t in added)
+    gone, pairs = [], Counter()
+    for n, t in removed:
+        if left[t]:
+            left[t] -= 1
+            pairs[t] += 1
+        else:
+            gone.append((n, t))
+    new, same = [], []
+    for n, t in added:
+        if pairs[t]:
+            pairs[t] -= 1
+            same.append((n, t))
+        else:
+            new.append((n, t))
+    return gone, new, same
+
+
 def _rules(say, removed: list, added: list) -> None:
-    if not removed and not added:
+    """Rules removed (-) and added (+); a rule whose text is the same on both sides
+    changed only through a named list's contents (~, the lists' entries below)."""
+    removed, added, same = _paired(removed, added)
+    if not removed and not added and not same:
         say("  rules: none added or removed")
         return
-    say(f"  rules: {len(removed)} removed, {len(added)} added")
-    for sign, rows in (("-", removed), ("+", added)):
+    lists = f", {len(same)} changed by a list's entries" if same else ""
+    say(f"  rules: {len(removed)} removed, {len(added)} added{lists}")
+    for sign, rows in (("-", removed), ("+", added), ("~", same)):
         for line, text in rows[:SHOWN_RULES]:
             say(f"    {sign} line {line}: {text}")
         if len(rows) > SHOWN_RULES:
@@ -87,6 +115,7 @@ def dry_run_json(result) -> dict:
             "added": [{"line": n, "text": t} for n, t in result.added or []],
             "set_files": {k: {"removed": a, "added": b}
                           for k, (a, b) in (result.set_files or {}).items()},
+            "sets": [c.to_json() for c in result.sets or []],
             "regions": [{"where": r.where, "change": r.change}
                         for r in (result.diff.regions if result.diff else [])]}
 

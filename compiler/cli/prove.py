@@ -86,6 +86,7 @@ def _diff(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json({
             "same": result.same, "complete": result.complete, "max_len": result.bound,
+            "sets": [c.to_json() for c in result.sets],
             "regions": [{"where": r.where, "change": r.change, "old": _side_json(r.old),
                          "new": _side_json(r.new), "witness": r.witness.hex()}
                         for r in result.regions]})
@@ -103,6 +104,8 @@ def _print_diff(args: argparse.Namespace, result) -> None:
     more = "" if result.complete else " (the first ones; there are more)"
     n = len(result.regions)
     print(f"{args.old} → {args.new}: {n} region{'s' * (n != 1)} of frames change{more}:")
+    if result.sets:
+        print("  lists: " + "; ".join(c.text() for c in result.sets))
     for r in result.regions:
         print(f"  {r.line()}")
         print(f"      old: {why(r.old)}; new: {why(r.new)}")

@@ -150,3 +150,54 @@ def test_cli_policy_errors_exit_2(tmp_path, capsys) -> None:
     assert main(["diff", a, b]) == 2
     assert "old.pf:1" in capsys.readouterr().err
     assert main(["diff", a, str(tmp_path / "missing.pf")]) == 2
+
+
+# ---------------------------------------------------------------- named lists (m1)
+
+WEB = ("define admins = { 203.0.113.10, 203.0.113.11 }\ndefine web = { 80, 443 }\n"
+       "default drop\npass tcp src $admins dport 22\npass tcp dport $web\n")
+WEB2 = WEB.replace("203.0.113.10, 203.0.113.11", "203.0.113.10").replace(
+    "80, 443", "80, 443, 8443")
+
+
+def test_a_changed_list_is_described_by_its_changed_entries() -> None:
+    """Issue 29 m1: `tcp src $admins dport 22: pass → drop` read as "every admin
+    loses SSH"; the region is the entry removed from the list."""
+    result = prove_diff.diff(_p(WEB), _p(WEB2))
+    assert {r.line() for r in result.regions} == {
+        "tcp src 203.0.113.11 (no longer in $admins) dport 22: pass → drop",
+        "tcp dport 8443 (new in $web): drop → pass"}
+    assert [c.text() for c in result.sets] == ["$admins: -203.0.113.11", "$web: +8443"]
+
+
+def test_list_changes_are_values_not_entries() -> None:
+    """`{ 80, 81 }` gaining 82 is `+82`, a prefix split or merged is no change, a
+    prefix losing a part is that part."""
+    from pfc.prove.sets import changes
+    rule = "drop tcp dport $p\ndrop src $a\n"
+    old = _p("define p = { 80, 81 }\ndefine a = { 10.0.0.0/24, 10.0.1.0/24, 2001:db8::/64 }\n"
+             + rule)
+    new = _p("define p = { 80-82 }\ndefine a = { 10.0.0.0/23, 2001:db8::/65 }\n" + rule)
+    assert [c.text() for c in changes(old, new)] == ["$a: -2001:db8:0:0:8000::/65",
+                                                     "$p: +82"]
+
+
+def test_cli_diff_shows_lists_and_versioned_json(tmp_path, capsys) -> None:
+    a, b = tmp_path / "a.pf", tmp_path / "b.pf"
+    a.write_text(WEB)
+    b.write_text(WEB2)
+    assert main(["diff", str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert "  lists: $admins: -203.0.113.11; $web: +8443\n" in out
+    assert main(["diff", str(a), str(b), "--format", "json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["version"] == 1 and report["sets"] == [
+        {"name": "admins", "removed": ["203.0.113.11"], "added": []},
+        {"name": "web", "removed": [], "added": ["8443"]}]
+
+
+def test_no_witness_is_shorter_than_an_ethernet_header() -> None:
+    """The trial's `every frame: pass → drop` had an empty witness."""
+    for old, new in [("default pass\n", "default drop\n"), ("pass udp\n", "default drop\n")]:
+        result = prove_diff.diff(_p(old), _p(new))
+        assert result.regions and all(len(r.witness) >= 14 for r in result.regions)
