@@ -213,12 +213,13 @@ def _set_file_changes(old: Compiled, new: Compiled) -> dict[str, tuple[int, int]
 
 def dry_run(policy: PolicyInput, target: str, dev: str, *, netns: str | None = None,
             force: bool = False, mode: str | None = None, hook: str | None = None,
-            table: str = "pfc", limit: int = 8) -> DryRun:
+            table: str = "pfc", limit: int = 8, progress=None) -> DryRun:
     """``pfc load --dry-run``: compile, have the kernel check what ``load`` would send
     (verifier load without attach, ``nft -c``, ``iptables-restore --test`` in a scratch
     namespace), and compare with the policy loaded there now (rules removed and added,
-    and ``pfc diff``'s regions, at most ``limit``). Changes nothing. CompileError,
-    LoadError (the load would fail) as for :func:`load`."""
+    and ``pfc diff``'s regions, at most ``limit``; ``progress`` as for
+    :func:`pfc.prove.diff.diff`). Changes nothing. CompileError, LoadError (the load
+    would fail) as for :func:`load`."""
     from pfc.deploy.preview import preview
     from pfc.deploy.snapshot import compile_copy
     from pfc.prove.diff import align, diff
@@ -241,7 +242,8 @@ def dry_run(policy: PolicyInput, target: str, dev: str, *, netns: str | None = N
              for j in sorted(alignment.changed_new)]
     stateless = not (ir.flow_features(old.policy) or ir.flow_features(new))
     return DryRun(seen, "compared", removed, added,
-                  diff(old.policy, new, limit=limit) if stateless else None,
+                  diff(old.policy, new, limit=limit, progress=progress) if stateless
+                  else None,
                   _set_file_changes(old, compiled), set_changes(old.policy, new))
 
 

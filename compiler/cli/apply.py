@@ -16,6 +16,37 @@ from pfc.cli.prove import hex_witness, why
 SHOWN_RULES = 20  # rules listed per side; the rest are counted
 
 
+def load_dry_run(args: argparse.Namespace, compiled, target: str, dev: str) -> int:
+    """``pfc load --dry-run``: :func:`pfc.api.dry_run`, shown as text or JSON."""
+    from pfc import api
+    from pfc.cli.common import print_diagnostics
+    from pfc.cli.output import print_json
+    from pfc.cli.prove import status_line
+    from pfc.deploy.base import LoadError
+    from pfc.frontend.diagnostics import CompileError
+
+    try:
+        with status_line("pfc load --dry-run: comparing verdicts") as progress:
+            result = api.dry_run(compiled, target, dev, netns=args.netns, force=args.force,
+                                 mode=args.mode, hook=args.hook, table=args.table,
+                                 progress=progress)
+    except CompileError as exc:
+        print_diagnostics(exc.diagnostics, compiled.sources)
+        return 1
+    except LoadError as exc:
+        if args.format == "json":
+            print_json({"error": printable(exc.cause)})
+        print(printable(f"pfc load --dry-run: error: {exc.cause}"), file=sys.stderr)
+        if exc.hint:
+            print(printable(f"hint: {exc.hint}"), file=sys.stderr)
+        return 2
+    if args.format == "json":
+        print_json(dry_run_json(result))
+    else:
+        show_dry_run(result)
+    return 0
+
+
 def show_dry_run(result, out: TextIO | None = None) -> None:
     """A :class:`pfc.api.DryRun` for people: the kernel's check, then rules removed and
     added and the regions of frames whose verdict changes (as ``pfc diff``)."""

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import time
 
 from pfc.cli.common import Command, UsageError, load, print_diagnostics
 from pfc.cli.output import print_json
@@ -38,6 +40,25 @@ def _policy(path: str) -> ir.Policy | None:
         print_diagnostics(compiled.diagnostics, compiled.sources)
         return None
     return compiled.policy
+
+
+@contextlib.contextmanager
+def status_line(label: str):
+    """A ``progress(text)`` that keeps one line on a terminal's standard error up to
+    date (``pfc diff: 3 regions found, looking for more (41 s)``) and clears it at
+    the end; None when standard error is not a terminal (logs stay clean)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    start = time.monotonic()
+
+    def progress(text: str) -> None:
+        print(f"\r\033[K{label}: {text} ({time.monotonic() - start:.0f} s)", end="",
+              file=sys.stderr, flush=True)
+    try:
+        yield progress
+    finally:
+        print("\r\033[K", end="", file=sys.stderr, flush=True)
 
 
 def hex_witness(data: bytes) -> str:
@@ -79,7 +100,9 @@ def _diff(args: argparse.Namespace) -> int:
     if old is None or new is None:
         return 2
     try:
-        result = diff(old, new, bound=args.max_len or DEFAULT_BOUND, limit=args.limit)
+        with status_line("pfc diff") as progress:
+            result = diff(old, new, bound=args.max_len or DEFAULT_BOUND, limit=args.limit,
+                          progress=progress)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     _write(args.write, [r.witness for r in result.regions])

@@ -157,9 +157,11 @@ def differ(a: formula.Meaning, b: formula.Meaning, frame: Frame,
 
 
 def diff(old: ir.Policy, new: ir.Policy, *, bound: int = DEFAULT_BOUND,
-         limit: int = DEFAULT_LIMIT, naive: bool = False) -> Result:
+         limit: int = DEFAULT_LIMIT, naive: bool = False, progress=None) -> Result:
     """The regions where ``old`` and ``new`` differ (module doc). ``naive``: encode
-    every rule (the benchmark's peer)."""
+    every rule (the benchmark's peer). ``progress(text)``, when given, hears what the
+    search is doing (stating the rules, each region found)."""
+    tell = progress or (lambda text: None)
     used = ir.flow_features(old) + ir.flow_features(new)
     if used:
         raise ValueError("pfc diff compares stateless policies; these use "
@@ -174,6 +176,7 @@ def diff(old: ir.Policy, new: ir.Policy, *, bound: int = DEFAULT_BOUND,
     rules_a, rules_b = (list(old.rules), list(new.rules)) if naive else relevant(
         old, new, alignment)
     result.encoded = (len(rules_a), len(rules_b))
+    tell(f"stating {len(rules_a)} + {len(rules_b)} rules")
     frame = Frame.fresh(bound=bound)
     reading = Reading(frame, address_sets="prefixes")
     changed = (frozenset(old.rules[i].index for i in alignment.changed_old),
@@ -182,10 +185,12 @@ def diff(old: ir.Policy, new: ir.Policy, *, bound: int = DEFAULT_BOUND,
     judge_a = Judge(old, rules_a, changed[0], merged=not naive)
     judge_b = Judge(new, rules_b, changed[1], merged=not naive)
     a, b = judge_a.meaning(reading), judge_b.meaning(reading)
-    solver = solver_()
+    solver = solver_(light=True)
     # a frame has an Ethernet header (every hook sees 14 bytes or more): no empty witness
     solver.add(frame.valid(), frame.has(0, 14), differ(a, b, frame, alignment.counters))
     while len(result.regions) < limit:
+        n = len(result.regions)
+        tell(f"{n} region{'s' * (n != 1)} found, looking for more")
         witness = _witness(solver, frame)
         if witness is None:
             break
