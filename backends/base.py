@@ -16,12 +16,16 @@ names go through :func:`check_name` / :func:`check_dev` (allow-lists).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import Diagnostic, error
 from pfc.kernel.observation import Observation
+
+if TYPE_CHECKING:
+    from pfc.frontend.firewall.ruleset import Ruleset
 
 # Features a rule can need. A backend's SUPPORTS lists those it can express.
 FEATURES = {
@@ -34,7 +38,32 @@ FEATURES = {
     "limit": "`limit` on a drop rule",
     "audit": "audit mode (`drop ... audit`, `--audit`)",
     "ct": "`ct state` matches",
+    # whole firewalls (v2): a target lists those it prints; the others refuse the rule
+    "reject": "`reject` rules",
+    "nat": "`dnat`, `snat`, `masquerade` and nat `redirect` rules",
+    "set-mark": "`mark ... to N` rules",
+    "notrack": "`notrack` rules",
+    "pass-limit": "`limit` on a pass rule",
+    "iface": "`iif`/`oif` matches",
+    "ether": "`ether-src`/`ether-dst` matches",
+    "ether-type": "`ether-type` matches",
+    "vlan-id": "`vlan-id` matches",
+    "icmp-code": "`icmp-code` matches",
+    "addr-type": "`dst-type`/`src-type` matches",
+    "mark": "`mark` matches",
+    "ct-mark": "`ct mark` matches",
+    "ct-status": "`ct status` matches",
 }
+V2_FEATURES = frozenset(("reject", "nat", "set-mark", "notrack", "pass-limit", "iface",
+                         "ether", "ether-type", "vlan-id", "icmp-code", "addr-type", "mark",
+                         "ct-mark", "ct-status"))
+# The feature each v2 match needs (by field).
+FIELD_FEATURES = {"iif": "iface", "oif": "iface", "ether-src": "ether",
+                   "ether-dst": "ether", "ether-type": "ether-type", "vlan-id": "vlan-id",
+                   "icmp-code": "icmp-code", "dst-type": "addr-type", "src-type": "addr-type",
+                   "mark": "mark", "ct-mark": "ct-mark", "ct-status": "ct-status"}
+_ACTION_FEATURES = {ir.Reject: "reject", ir.Nat: "nat", ir.Mark: "set-mark",
+                    ir.Notrack: "notrack"}
 
 
 @dataclass(frozen=True)
@@ -124,6 +153,11 @@ class Backend:
     # what the target cannot take in a policy it can express rule by rule (sizes,
     # combinations): errors on the rules, for the *lowered* policy (``lower``)
     limits: Limits | None = None
+    # whole firewalls (v2): the hook blocks this target carries, each to the hook of
+    # ``hooks`` it is emitted at (``ingress`` → ``xdp`` for XDP); a target with
+    # ``emit_ruleset`` takes all its blocks in one artifact (nft, iptables)
+    carries: Mapping[str, str] = field(default_factory=dict)
+    emit_ruleset: Callable[[Ruleset, Options], Artifact] | None = None
 
     def default_hook(self, options: Options) -> str:
         return self.pick_hook(options) if self.pick_hook else self.hooks[0]
@@ -154,6 +188,29 @@ def rule_features(rule: ir.Rule) -> set[str]:
         needs.add("audit")
     if any(isinstance(m, ir.CtMatch) for m in rule.matches):
         needs.add("ct")
+    return needs | v2_features(rule)
+
+
+def needed_features(rule: ir.Rule, backend: Backend) -> set[str]:
+    """``rule_features`` that ``backend`` is asked for: a target with ``emit_ruleset``
+    prints the v2 words itself and refuses, rule by rule, what it cannot (its own
+    capability errors), so only the v1 features are asked of it here; a target of one
+    list per block (``build_policy``) is asked for every v2 feature too."""
+    return rule_features(rule) - _owned(backend)
+
+
+def _owned(backend: Backend) -> frozenset[str]:
+    return V2_FEATURES if backend.emit_ruleset is not None else frozenset()
+
+
+def v2_features(rule: ir.Rule) -> set[str]:
+    """What a rule of a whole firewall needs beyond v1 (``jump``/``goto`` need nothing:
+    ``pfc.passes.inline_chains`` writes them out for targets without chains)."""
+    needs = {f for m in rule.matches if (f := FIELD_FEATURES.get(m.field))}
+    if type(rule.action) in _ACTION_FEATURES:
+        needs.add(_ACTION_FEATURES[type(rule.action)])
+    if rule.limit is not None and isinstance(rule.action, ir.Pass):
+        needs.add("pass-limit")
     return needs
 
 
@@ -183,11 +240,11 @@ def feature_errors(policy: ir.Policy, backend: Backend,
                          hint=("targets that can: " + ", ".join(able)) if able else None,
                          code="unsupported"))
     for rule in policy.rules:
-        missing = sorted(rule_features(rule) - backend.supports)
+        missing = sorted(needed_features(rule, backend) - backend.supports)
         if not missing:
             continue
         able = [b.name for b in registry.values()
-                if set(missing) <= b.supports and b.name != "ir"]
+                if set(missing) <= b.supports | _owned(b) and b.name != "ir"]
         what = ", ".join(FEATURES[m] for m in missing)
         out.append(error(
             f"target `{backend.name}` cannot express {what} (rule at line {rule.line})",

@@ -19,7 +19,25 @@ def describe(rule: ir.Rule) -> str:
     if isinstance(rule.action, ir.Redirect):
         port = f":{rule.action.port}" if rule.action.port is not None else ""
         words.append(f"to {rule.action.address}{port}")
+    words += _target(rule.action)
     return " ".join(words)
+
+
+def _target(action: ir.Action) -> list[str]:
+    """What follows the matches of the v2 actions: ``with R``, ``to ADDR:PORT``, ..."""
+    if isinstance(action, ir.Reject):
+        return [f"with {action.kind}"]
+    if isinstance(action, ir.Nat) and action.kind != "masquerade":
+        address = str(action.address) if action.address is not None else ""
+        if address and ":" in address and action.port is not None:
+            address = f"[{address}]"
+        port = f":{action.port}" if action.port is not None else ""
+        return [f"to {address}{port}"]
+    if isinstance(action, ir.Mark):
+        return [f"to {action.value:#x}"]
+    if isinstance(action, ir.Jump):
+        return [action.chain]
+    return []
 
 
 def _rate(rate: ir.Rate) -> str:
@@ -49,7 +67,8 @@ def match_text(m: ir.Match) -> str:
     if isinstance(m, ir.IntMatch):
         value = f"${m.set_name}" if m.set_name else _listed(
             [str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in m.ranges])
-        return f"{neg}{m.field} {value}"
+        field = "ct mark" if m.field == "ct-mark" else m.field
+        return f"{neg}{field} {value}"
     if isinstance(m, ir.FlagsMatch):
         names = [n for n, bit in ir.TCP_FLAGS.items() if m.set & bit]
         names += ["!" + n for n, bit in ir.TCP_FLAGS.items() if m.clear & bit]
@@ -58,6 +77,14 @@ def match_text(m: ir.Match) -> str:
         return f"{neg}frag"
     if isinstance(m, ir.CtMatch):
         return f"{neg}ct state {','.join(m.states)}"
+    if isinstance(m, ir.CtStatusMatch):
+        return f"{neg}ct status {','.join(m.statuses)}"
+    if isinstance(m, ir.IfaceMatch):
+        return f"{neg}{m.field} {_listed(list(m.names))}"
+    if isinstance(m, ir.MacMatch):
+        return f"{neg}{m.field} {_listed([':'.join(f'{b:02x}' for b in x) for x in m.macs])}"
+    if isinstance(m, ir.AddrTypeMatch):
+        return f"{neg}{m.field} {_listed(list(m.types))}"
     where = f"{m.offset}" if len(m.data) == 1 else f"{m.offset}:{len(m.data)}"
     return f"{neg}payload[{where}] == 0x{m.data.hex()}"
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pfc import backends
-from pfc.backends.base import Artifact, capability_errors
-from pfc.build import backend, build_artifact
+from pfc.backends.base import Artifact
+from pfc.build import OptionError, build_artifact, check_ruleset
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import CompileError, Diagnostic
 from pfc.frontend.pipeline import Compiled, compile_path, compile_text
@@ -62,34 +62,62 @@ def front(policy: PolicyInput) -> Compiled:
     raise TypeError(f"a policy is text, a path or a Compiled, not {type(policy).__name__}")
 
 
-def check(policy: PolicyInput, *, targets: Iterable[str] = ()) -> list[Diagnostic]:
-    """Every diagnostic of ``pfc check``: syntax, types, shadowed rules, and the rules
-    each of ``targets`` cannot express. Errors have ``severity == "error"``."""
+def check(policy: PolicyInput, *, targets: Iterable[str] = (),
+          dev: str | None = None) -> list[Diagnostic]:
+    """Every diagnostic of ``pfc check``: syntax, types, shadowed rules, and for each of
+    ``targets`` what ``pfc compile --target`` refuses. For one rule list each target is
+    ``T``, ``T:HOOK`` or a comma list of those, each checked alone: the policy is built
+    for it, with compile's default hook, so check never passes what compile refuses.
+    For a whole firewall each target is a list (``"xdp,nft"``) as ``pfc compile`` takes
+    it: the blocks none of it carries and the rules the carrying target cannot express.
+    Errors have ``severity == "error"``; OptionError for an unknown target or hook, or a
+    hook that needs ``dev``."""
     compiled = front(policy)
     diags = list(compiled.diagnostics)
     if compiled.policy is not None:
+        for spec in (s.strip() for t in targets for s in t.split(",")):
+            target, _, hook = spec.partition(":")
+            artifact, refused = build_artifact(compiled, target, hook=hook or None,
+                                               dev=dev)
+            diags += refused if artifact is None else [
+                d for d in artifact.diagnostics if d.severity != "note"]
+    elif compiled.ruleset is not None:
         for target in targets:
-            diags += capability_errors(compiled.policy, backend(target), backends.registry())
+            names = [s.strip().partition(":")[0] for s in target.split(",")]
+            diags += check_ruleset(compiled.ruleset, names)
     return diags
 
 
 def compile(policy: PolicyInput, target: str, *, format: str | None = None,  # noqa: A002
             hook: str | None = None, dev: str | None = None, table: str = "pfc",
-            notrack: bool = False, audit: bool = False) -> Artifact:
+            notrack: bool = False, audit: bool = False,
+            kernel: str | None = None) -> Artifact:
     """The policy compiled for ``target`` (see ``pfc targets``). ``artifact.text`` is the
     printable form, ``artifact.files`` what ``pfc compile -o`` writes; the front end's
     warnings are in ``artifact.diagnostics``, then the backend's notes (e.g. an eBPF
     object whose maps must be filled at load time). CompileError if the policy has errors or
     the target cannot express a rule; OptionError for a bad format, hook or name.
-    ``audit``: every drop a would-be drop (docs/language.md "Audit mode")."""
+    ``audit``: every drop a would-be drop (docs/language.md "Audit mode").
+    ``kernel``: the kernel the artifact must load on (``5.10``, ``6.1``, ``host``):
+    eBPF lowerings it has, an error per feature it lacks (docs/kernels.md)."""
     compiled = front(policy)
     compiled.require()
+    extra = {"kernel": _kernel(kernel)} if kernel else {}
     artifact, diags = build_artifact(compiled, target, format, hook=hook, dev=dev,
-                                     table=table, notrack=notrack, audit=audit)
+                                     table=table, notrack=notrack, audit=audit, extra=extra)
     if artifact is None:
         raise CompileError(diags, compiled.sources)
     artifact.diagnostics = list(compiled.diagnostics) + artifact.diagnostics  # backend notes last
     return artifact
+
+
+def _kernel(text: str) -> tuple[int, int]:
+    from pfc.backends.ebpf import kernels
+
+    try:
+        return kernels.running() if text == "host" else kernels.parse_kernel(text)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from exc
 
 
 def frames(policy: PolicyInput | ir.Policy, n: int, *, seed: int = 0,

@@ -11,9 +11,13 @@ from pathlib import Path
 
 from pfc import backends
 from pfc.backends.base import Artifact, Backend, Options, capability_errors
-from pfc.frontend.diagnostics import CompileError, Diagnostic
+from pfc.frontend import ir
+from pfc.frontend.diagnostics import CompileError, Diagnostic, error, sort_key
+from pfc.frontend.firewall.hooks import BLOCKS
+from pfc.frontend.firewall.ruleset import Ruleset
 from pfc.frontend.pipeline import Compiled, paused_gc
 from pfc.passes.audit import audited
+from pfc.passes.inline_chains import inline_chains
 
 
 class OptionError(ValueError):
@@ -36,8 +40,18 @@ def build_artifact(compiled: Compiled, target: str, fmt: str | None = None,
     Returns the artifact, or None and the diagnostics that stopped it (rules the target
     cannot express, a policy too large for it). Bad options raise :class:`OptionError`.
     """
+    return build_policy(compiled.require(), target, fmt, **options)
+
+
+def build_policy(policy: ir.Policy, target: str, fmt: str | None = None,
+                 **options) -> tuple[Artifact | None, list[Diagnostic]]:
+    """``build_artifact`` for one rule list: a v1 policy, or one block of a whole
+    firewall (its chains inlined first)."""
     chosen = backend(target)
-    policy = compiled.require()
+    try:
+        policy = inline_chains(policy)
+    except CompileError as exc:  # a chain's rule that cannot be joined with its jump
+        return None, exc.diagnostics
     if options.get("audit"):
         policy = audited(policy)
     # the backend's size limits are enforced by its emitter, with the same diagnostics
@@ -60,6 +74,120 @@ def build_artifact(compiled: Compiled, target: str, fmt: str | None = None,
     except ValueError as exc:
         raise OptionError(str(exc)) from exc
     return artifact, []
+
+
+def assign_blocks(ruleset: Ruleset, targets: list[str]
+                  ) -> tuple[dict[str, Ruleset], list[Diagnostic]]:
+    """Each block of a whole firewall to the first of ``targets`` that carries it
+    (docs/language.md "Targets for whole firewalls"): the part of the ruleset each
+    target gets, and an error on every block none of them carries."""
+    chosen = [backend(t) for t in targets]
+    parts: dict[str, list[ir.Policy]] = {b.name: [] for b in chosen}
+    diags = []
+    for block in ruleset.lists:
+        name = block.hook.name
+        taker = next((b for b in chosen if name in b.carries), None)
+        if taker is not None:
+            parts[taker.name].append(block)
+            continue
+        able = [b.name for b in backends.registry().values() if name in b.carries]
+        diags.append(error(
+            f"no target of {', '.join(targets)} carries the `{name}` block",
+            block.hook.span, hint=("targets that do: " + ", ".join(able)) if able
+            else f"no target carries `{name}` yet", code="unsupported"))
+    return {t: Ruleset(tuple(lists), ruleset.chains, ruleset.interfaces, ruleset.source)
+            for t, lists in parts.items() if lists}, diags
+
+
+def build_ruleset(ruleset: Ruleset, targets: list[str], fmt: str | None = None,
+                  **options) -> tuple[list[Artifact], list[Diagnostic]]:
+    """Compile a whole firewall for ``targets``: every block goes to the first target
+    that carries it; a target with ``emit_ruleset`` makes one artifact of its blocks,
+    the others one artifact per block (at the hook ``Backend.carries`` names). Nothing
+    is returned unless everything compiled."""
+    parts, diags = assign_blocks(ruleset, targets)
+    artifacts: list[Artifact] = []
+    for target, part in parts.items():
+        chosen = backend(target)
+        if chosen.emit_ruleset is not None:
+            made, errs = _build_whole(part, chosen, fmt, options)
+        else:
+            made, errs = _build_each(part, chosen, fmt, options)
+        artifacts += made
+        diags += errs
+    return ([], diags) if diags else (artifacts, [])
+
+
+def check_ruleset(ruleset: Ruleset, targets: list[str]) -> list[Diagnostic]:
+    """What ``build_ruleset`` would refuse, without emitting (``pfc check --target``):
+    blocks no target carries, and the rules each target cannot express in the blocks it
+    gets (its size limits included)."""
+    parts, diags = assign_blocks(ruleset, targets)
+    registry = backends.registry()
+    for target, part in parts.items():
+        chosen = backend(target)
+        for block in part.lists:
+            try:
+                flat = inline_chains(block)
+            except CompileError as exc:
+                diags += exc.diagnostics
+                continue
+            diags += capability_errors(flat, chosen, registry,
+                                       limits=chosen.emit_ruleset is None)
+    return sorted(diags, key=sort_key)
+
+
+def block_label(block: ir.Policy) -> str:
+    """A block's name in file names: ``input``, ``nat-prerouting``, ``ingress-eth0``."""
+    return "-".join(block.hook.name.split() + list(block.hook.devices))
+
+
+def _block_files(artifact: Artifact, block: ir.Policy) -> Artifact:
+    """The artifact of one block, its files named ``STEM.BLOCK.EXT`` (``host.input.nft``)
+    instead of ``STEM.TARGET.EXT``, so that every block of a file has its own."""
+    label = block_label(block)
+    files = {}
+    for name, data in artifact.files.items():
+        stem, dot, rest = name.partition(f".{artifact.target}.")
+        files[f"{stem}.{label}.{rest}" if dot else f"{label}.{name}"] = data
+    artifact.files = files
+    return artifact
+
+
+def _build_whole(part: Ruleset, chosen: Backend, fmt: str | None,
+                 options: dict) -> tuple[list[Artifact], list[Diagnostic]]:
+    try:
+        flat = [inline_chains(p) for p in part.lists]
+    except CompileError as exc:
+        return [], exc.diagnostics
+    diags = [d for p in flat
+             for d in capability_errors(p, chosen, backends.registry(), limits=False)]
+    if diags:
+        return [], diags
+    audit = options.get("audit")
+    lists = tuple(chosen.lower(audited(p) if audit else p) for p in flat)
+    part = Ruleset(lists, (), part.interfaces, part.source)
+    fmt = fmt or chosen.formats[0]
+    try:
+        with paused_gc():
+            return [chosen.emit_ruleset(part, Options(chosen.name, fmt, **options))], []
+    except CompileError as exc:
+        return [], exc.diagnostics
+    except ValueError as exc:
+        raise OptionError(str(exc)) from exc
+
+
+def _build_each(part: Ruleset, chosen: Backend, fmt: str | None,
+                options: dict) -> tuple[list[Artifact], list[Diagnostic]]:
+    made, diags = [], []
+    for block in part.lists:
+        opts = dict(options, hook=chosen.carries[block.hook.name])
+        if BLOCKS[block.hook.name].per_device and block.hook.devices:
+            opts["dev"] = block.hook.devices[0]
+        artifact, errs = build_policy(block, chosen.name, fmt, **opts)
+        diags += errs
+        made += [_block_files(artifact, block)] if artifact is not None else []
+    return made, diags
 
 
 def write_artifact(artifact: Artifact, out: Path) -> list[Path]:

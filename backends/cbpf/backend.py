@@ -262,4 +262,5 @@ BACKENDS = (Backend(
     "with --link ip for iptables -m bpf (tcpdump -d / -dd / -ddd forms, raw "
     "sock_filter array)",
     supports=SUPPORTS, formats=FORMATS, hooks=tuple(HOOKS), emit=emit,
+    carries={"ingress": "socket"},
     binary_formats=frozenset(("bin",)), run=run_kernel, view=view),)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import socket
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -108,10 +109,18 @@ def make_room(program: list[tuple[int, int, int, int]]) -> None:
     Linux 6.18, measured) when the converted program would not fit in it. The margin
     (an eighth, and a page) because ``kernel_size`` can fall short on long programs:
     a 3,231-instruction tree (docs/cbpf.md) modelled at 127,528 bytes did not attach
-    under 131,624."""
+    under 131,624.
+
+    Older kernels (5.10 and 6.1, measured in the lab: docs/kernels.md) have the sysctl
+    only in the initial namespace, one host-wide value: then nothing is changed (pfc does
+    not touch a host-wide setting) and a program too large for it is refused with ENOMEM,
+    which :func:`_refusal` explains."""
     need = 9 * cbpf_asm.kernel_size(program) + 8192
-    with open(OPTMEM) as f:
-        current = int(f.read())
+    try:
+        with open(OPTMEM) as f:
+            current = int(f.read())
+    except FileNotFoundError:
+        return
     if need > current:
         with open(OPTMEM, "w") as f:
             f.write(str(need))
@@ -122,7 +131,9 @@ def _refusal(program: list[tuple[int, int, int, int]], exc: OSError) -> str:
     if exc.errno == errno.ENOMEM:
         return (f"SO_ATTACH_FILTER: {exc} — the {len(program)}-instruction program becomes "
                 f"about {size} eBPF instructions ({8 * size} bytes), charged against "
-                "net.core.optmem_max")
+                "net.core.optmem_max" + ("" if os.path.exists(OPTMEM) else
+                " (host-wide on this kernel: `sysctl -w net.core.optmem_max=N` in the "
+                "initial namespace raises it)"))
     return f"SO_ATTACH_FILTER refused the program: {exc}"
 
 

@@ -35,8 +35,15 @@ from importlib.resources import files
 
 import jinja2
 
-from pfc.backends.base import Artifact, Backend, Options, artifact_name, c_comment
-from pfc.backends.ebpf import counters
+from pfc.backends.base import (
+    Artifact,
+    Backend,
+    Options,
+    artifact_name,
+    c_comment,
+    rule_features,
+)
+from pfc.backends.ebpf import counters, kernels
 from pfc.backends.ebpf import maps as ebpf_maps
 from pfc.backends.ebpf import plan as ebpf_plan
 from pfc.frontend import ir
@@ -87,7 +94,9 @@ def _stem(policy: ir.Policy, hook: str) -> str:
 def _classifier(policy: ir.Policy, hook: str, options: Options):
     """The classifier's plan when the policy takes that path (``options.extra
     ["classify"]``: ``auto``, the default, by size; ``always``; ``never``), else None;
-    ``options.extra["flow_cache"]``: its flow cache (``classify.plan.flow_cache``)."""
+    ``options.extra["flow_cache"]``: its flow cache (``classify.plan.flow_cache``).
+    ``options.extra["kernel"]`` (major, minor): a kernel without ``bpf_loop`` (before
+    5.17) gets the linear program instead (``auto``), or an error (``always``)."""
     from pfc.backends.ebpf.classify import plan as classify_plan
 
     mode = options.extra.get("classify", "auto")
@@ -95,6 +104,12 @@ def _classifier(policy: ir.Policy, hook: str, options: Options):
         raise ValueError(f"classify: `{mode}` is not one of auto, always, never")
     if mode == "never" or (mode == "auto" and not classify_plan.wanted(policy, hook)):
         return None
+    kernel = options.extra.get("kernel")
+    if not kernels.classifier_fits(kernel):
+        if mode == "auto":  # the linear program: no bpf_loop (docs/kernels.md)
+            return None
+        raise CompileError([error(kernels.refusal("bpf_loop", kernel, hook),
+                                  policy.rules[0].span, code="kernel")])
     cache = classify_plan.flow_cache(options.extra.get("flow_cache"))
     return classify_plan.classify_plan(policy, hook, cache)
 
@@ -146,7 +161,8 @@ def _package(policy: ir.Policy, options: Options, hook: str, text: str, meta: di
     the exact command and the maps files ``data``. ``check_size``: refuse an object
     past the 16-bit jump range (the linear program; the classifier's size is fixed)."""
     stem = _stem(policy, hook)
-    if options.format == "c":
+    kernel = options.extra.get("kernel")
+    if options.format == "c" and kernel is None:
         return Artifact(options.target, hook, "c", text, {f"{stem}.c": text.encode()} | data,
                         policy, meta, notes)
     try:
@@ -155,6 +171,10 @@ def _package(policy: ir.Policy, options: Options, hook: str, text: str, meta: di
         raise CompileError([_clang_diagnostic(policy, text, exc)]) from exc
     if check_size and (size := program_insns(built.obj, hook)) > MAX_JUMP:
         raise CompileError([_too_long(policy, hook, size)])
+    meta = meta | {"kernel_needs": kernel_needs(policy, hook, built.obj, kernel)}
+    if options.format == "c":
+        return Artifact(options.target, hook, "c", text, {f"{stem}.c": text.encode()} | data,
+                        policy, meta, notes)
     command = (f"# The exact command that built {stem}.o, run in a directory holding the C\n"
                f"# source as {stem}.c (`pfc compile -o` may have renamed both).\n"
                f"{built.command}\n")
@@ -162,6 +182,28 @@ def _package(policy: ir.Policy, options: Options, hook: str, text: str, meta: di
               f"{stem}.clang.txt": command.encode()} | data
     return Artifact(options.target, hook, "o", None, files_, policy,
                     meta | {"clang": built.command}, notes)
+
+
+def kernel_needs(policy: ir.Policy, hook: str, obj: bytes,
+                 kernel: tuple[int, ...] | None) -> dict[str, str]:
+    """The features the object needs that are newer than Linux 5.10 (``meta
+    ["kernel_needs"]``: feature → first release, what ``pfc load`` checks); a
+    CompileError, one line per feature, when ``kernel`` lacks some."""
+    found = kernels.needs(obj)
+    lacking = kernels.missing(found, kernel) if kernel is not None else []
+    if lacking:
+        raise CompileError([error(kernels.refusal(f, kernel, hook), _user_of(policy, f),
+                                  code="kernel") for f in lacking])
+    return {f: kernels.shown(kernels.FEATURES[f].since) for f in found}
+
+
+def _user_of(policy: ir.Policy, feature: str):
+    """The span of the first rule that brings ``feature``, else the first rule's."""
+    wanted = kernels.FEATURES[feature].language
+    for rule in policy.rules:
+        if rule_features(rule) & wanted:
+            return rule.span
+    return policy.rules[0].span if policy.rules else policy.default_span
 
 
 def classifier_note(policy: ir.Policy, stem: str) -> Diagnostic:
@@ -221,8 +263,9 @@ def load_note(policy: ir.Policy, plan: ebpf_plan.ProgramPlan, stem: str) -> Diag
                  if m.setmap is not None)
     rule = policy.rule(owner)
     where = "/sys/fs/bpf/pfc-" + re.sub(r"[^A-Za-z0-9_-]", "_", stem)
-    steps = (f"bpftool prog loadall {stem}.o {where}/progs pinmaps {where}/maps; "
-             f"python3 -m pfc.backends.ebpf.maps {stem}.maps.json {where}/maps > fill.batch; "
+    steps = (f"bpftool prog loadall ./{stem}.o {where}/progs pinmaps {where}/maps; "
+             f"python3 -m pfc.backends.ebpf.maps ./{stem}.maps.json {where}/maps > "
+             "fill.batch; "
              "bpftool batch file fill.batch")
     return Diagnostic(
         Severity.NOTE, f"the list of the rule at line {rule.line} is a map that the loader "
@@ -235,12 +278,12 @@ def load_note(policy: ir.Policy, plan: ebpf_plan.ProgramPlan, stem: str) -> Diag
 def _clang_diagnostic(policy: ir.Policy, text: str, exc: ToolchainError) -> Diagnostic:
     """clang rejecting generated C is a pfc bug: say so, on the rule it concerns."""
     rule = _rule_at(policy, text, exc.lines[0]) if exc.lines else None
-    where = f"rule at line {rule.line}" if rule else "the program"
+    where = f" for rule at line {rule.line}" if rule else ""
     span = rule.span if rule else policy.default_span
     notes = (Note(f"clang said:\n{exc.output.strip() or exc}"),)
     if exc.command:
         notes += (Note(f"command: {exc.command}"),)
-    return error(f"internal error: clang rejected the generated program for {where}; "
+    return error(f"internal error: clang rejected the generated program{where}; "
                  "this is a pfc bug, please report it with the policy", span,
                  code="internal", notes=notes)
 
@@ -282,7 +325,8 @@ def _backend(hook: str) -> Backend:
     supports = ALL_FEATURES - ({"redirect"} if hook == "socket" else set())
     return Backend(name=hook, description=DESCRIPTIONS[hook], supports=supports,
                    formats=("o", "c"), hooks=(hook,), emit=emit, passes=_passes(),
-                   binary_formats=frozenset(("o",)), run=_run, view=view)
+                   binary_formats=frozenset(("o",)), run=_run, view=view,
+                   carries={"ingress": hook})
 
 
 BACKENDS = tuple(_backend(h) for h in HOOKS)

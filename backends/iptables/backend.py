@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from importlib import resources
 from typing import TYPE_CHECKING
 
 from pfc.backends.base import (
@@ -38,24 +37,22 @@ from pfc.backends.base import (
     Options,
     artifact_name,
     check_dev,
-    check_name,
     printable,
 )
 from pfc.backends.describe import describe
+from pfc.backends.iptables import files as fl
 from pfc.backends.iptables import ipt_tree as tr
 from pfc.backends.iptables import lower as low
 from pfc.backends.iptables import stateful as st
+from pfc.backends.iptables.ruleset import emit_ruleset
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import CompileError, Diagnostic
+from pfc.frontend.firewall.hooks import BLOCKS
 
 if TYPE_CHECKING:  # jinja2 loads on first render
-    import jinja2
+    pass
 
 HOOKS = {"raw-prerouting": ("raw", "PREROUTING"), "filter-input": ("filter", "INPUT")}
-FAMILIES = {4: ("iptables", "IPv4", "inet"), 6: ("ip6tables", "IPv6", "inet6")}
-RESERVED = {"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING", "ACCEPT", "DROP",
-            "RETURN", "QUEUE", "REJECT", "CT", "NOTRACK", "LOG", "NFLOG"}
-MAX_TABLE = 16  # chain PREFIX-notrack within iptables' 28, set names within ipset's 31
 FLAVOURS = ("nft", "legacy")
 
 
@@ -66,15 +63,6 @@ class Entry:
     text: str
     note: str
     lines: tuple[str, ...]
-
-
-def chain_name(table: str) -> str:
-    check_name(table, "table")
-    chain = table.upper()
-    if len(table) > MAX_TABLE or chain in RESERVED:
-        raise ValueError(f"invalid table `{table}` for iptables: at most {MAX_TABLE} "
-                         "characters, not a built-in chain or target name")
-    return chain
 
 
 def target(rule: ir.Rule, chain: str, notrack: bool) -> str | None:
@@ -102,7 +90,7 @@ def entries(policy: ir.Policy, family: int, lowering: low.Lowering, chain: str,
                               target(rule, chain, notrack), lowering.set_prefix,
                               policy.default)
         lines = tuple(line for line, _ in pairs)
-        note = "" if alts else f" (never matches {FAMILIES[family][1]}: left out)"
+        note = "" if alts else f" (never matches {fl.FAMILIES[family][1]}: left out)"
         out.append(Entry(rule.index, rule.line, printable(describe(rule)), note, lines))
         owners += [owner for _, owner in pairs]
     return out, owners
@@ -151,7 +139,7 @@ def setup(options: Options) -> Setup:
     flavour = options.extra.get("flavour", "nft")
     if flavour not in FLAVOURS:
         raise ValueError(f"unknown iptables flavour `{flavour}`: {', '.join(FLAVOURS)}")
-    return Setup(hook, table, base, chain_name(options.table),
+    return Setup(hook, table, base, fl.chain_name(options.table),
                  check_dev(options.dev) if options.dev else None, options.notrack, flavour)
 
 
@@ -162,7 +150,7 @@ def family_files(policy: ir.Policy, s: Setup, lowering: low.Lowering) -> dict[in
     out = {}
     items = _items(policy)
     named = notes(policy) if items is not None else {}
-    for family, (tool, name, _) in FAMILIES.items():
+    for family, (tool, name, _) in fl.FAMILIES.items():
         default = default_line(policy, s.chain, s.notrack)
         logs = default_logs(policy)
         out[family] = {"tool": tool, "name": name, "default": default,
@@ -215,7 +203,7 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
     lowering = low.Lowering(options.table.lower())
     fams = family_files(policy, s, lowering)
     ipset = artifact_name(policy, "iptables", "ipset") if lowering.sets else None
-    env = _environment()
+    env = fl.environment()
     macros = env.get_template("iptables.j2").make_module({
         "source": printable(policy.source), "table": s.table, "base": s.base, "chain": s.chain,
         "dev": s.dev, "jump": s.jump, "notrack": s.notrack, "ipset": ipset,
@@ -223,7 +211,7 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
     files = {f["main"]: str(macros.main(f)) for f in fams.values()}
     files |= {f["init"]: str(macros.init(f)) for f in fams.values()}
     if ipset:
-        files[ipset] = _ipset_text(env, policy, lowering, ipset)
+        files[ipset] = fl.ipset_text(env, policy, lowering, ipset)
     tools = {f[k]: f["tool"] for f in fams.values() for k in ("main", "init")}
     text = printed(str(macros.first(fams[4])), files, tools | {ipset: "ipset"})
     meta = {"table": s.table, "base": s.base, "chain": s.chain, "dev": s.dev,
@@ -260,26 +248,6 @@ def printed(first: str, files: dict[str, str], tools: dict[str | None, str]) -> 
     return "\n".join(out)
 
 
-def _ipset_text(env: jinja2.Environment, policy: ir.Policy, lowering: low.Lowering,
-                name: str) -> str:
-    sets = [{"name": s.name, "tmp": f"{s.name[:27]}.new", "family": FAMILIES[s.family][2],
-             "maxelem": max(65536, 1 << (len(s.prefixes) - 1).bit_length()),
-             "prefixes": [str(p) for p in s.prefixes]}
-            for s in lowering.sets.values()]
-    return env.get_template("ipset.j2").render(source=printable(policy.source), name=name,
-                                               sets=sets) + "\n"
-
-
-@functools.cache
-def _environment() -> jinja2.Environment:
-    import jinja2
-
-    root = resources.files("pfc.templates")
-    return jinja2.Environment(
-        loader=jinja2.FunctionLoader(lambda n: (root / n).read_text()),
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
-
-
 def view(hook: str, frame: bytes) -> bytes | None:
     """What the hook sees: the IP packet as ``ip_rcv``/``ipv6_rcv`` leave it (none for
     non-IP frames or packets they drop); INPUT also needs local delivery."""
@@ -299,7 +267,7 @@ def limits(policy: ir.Policy) -> list[Diagnostic]:
     lowering = low.Lowering("pfc")
     out: list[Diagnostic] = st.limits(policy)
     for rule in policy.rules:
-        for family in FAMILIES:
+        for family in fl.FAMILIES:
             try:
                 lowering.rule(rule, family)
             except CompileError as exc:
@@ -328,4 +296,6 @@ BACKENDS = (Backend(
                 "INPUT), ipset for lists",
     supports=frozenset({"count", "payload", "ipv6", "non-ip", "log", "limit", "audit", "ct"}),
     formats=("restore",), hooks=tuple(HOOKS), emit=emit, passes=_passes(), run=run,
+    carries={b: b for b, info in BLOCKS.items() if not info.per_device},
+    emit_ruleset=emit_ruleset,
     view=view, limits=limits),)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+from pfc.backends.iptables import firewall as fw
 from pfc.backends.iptables import u32 as u
 from pfc.frontend import ir, values
 from pfc.frontend.diagnostics import CompileError, error
@@ -162,6 +163,8 @@ def protocol(rule: ir.Rule, family: int) -> Alts:
 
 
 def match(rule: ir.Rule, m: ir.Match, family: int) -> Alts:
+    if fw.is_v2(m):
+        return [Conj(args) for args in fw.match(rule, m)]
     if isinstance(m, ir.IntMatch) and m.field in ("proto", "ttl", "len"):
         return ip_field(m, family)
     if isinstance(m, ir.FragMatch):
@@ -216,7 +219,8 @@ def transport(rule: ir.Rule, m: ir.Match, family: int) -> Alts:
     if family == 4 and transport_end(rule) < 4:
         # u32 would need the first 4 transport bytes; bpf reads exactly the field.
         size = 2 if m.field == "sport" else 1
-        return [Conj(bpf=(u.bpf_ip4_field(0, size, piece),))
+        start = u.FIELD_START.get(m.field, 0)
+        return [Conj(bpf=(u.bpf_ip4_field(start, size, piece),))
                 for piece in u.chunks(ranges, u.BPF_MAX_RANGES)] if ranges else []
     return tests(location, ranges)
 

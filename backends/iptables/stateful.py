@@ -72,9 +72,9 @@ def rule_lines(rule: ir.Rule, family: int, argvs: list[list[str]], tail: str | N
     """The iptables lines of one rule in one family, each with its counters' owner."""
     action = rule.action
     extra: list[str] = []
-    if rule.limit is not None:
-        extra = _hashlimit(rule.limit.rate, True, _name(table, rule, family, "limit"),
-                           rule.limit.per)
+    if rule.limit is not None:  # `pass ... limit` holds within the rate, others over it
+        extra = _hashlimit(rule.limit.rate, not isinstance(action, ir.Pass),
+                           _name(table, rule, family, "limit"), rule.limit.per)
     if isinstance(action, ir.Log):
         if action.rate is not None:
             extra = _hashlimit(action.rate, False, _name(table, rule, family, "log"), None)

@@ -107,13 +107,16 @@ TRANSPORT_FIELDS = {
     (4, "sport"): (IP4_T + "0>>16", 0xFFFF),
     (4, "dport"): (IP4_T + "0&0xFFFF", 0xFFFF),
     (4, "icmp-type"): (IP4_T + "0>>24", 0xFF),
+    (4, "icmp-code"): (IP4_T + "0>>16&0xFF", 0xFF),
     (6, "sport"): ("38&0xFFFF", 0xFFFF),
     (6, "dport"): ("40&0xFFFF", 0xFFFF),
     (6, "icmp-type"): ("37&0xFF", 0xFF),
+    (6, "icmp-code"): ("38&0xFF", 0xFF),
 }
 FLAGS_WORD = {4: IP4_T + "10", 6: "50"}  # the word whose last byte is TCP byte 13
 # Where each transport field ends, in bytes from the transport header.
-FIELD_END = {"sport": 2, "dport": 4, "icmp-type": 1, "flags": 14}
+FIELD_END = {"sport": 2, "dport": 4, "icmp-type": 1, "icmp-code": 2, "flags": 14}
+FIELD_START = {"icmp-code": 1}  # where a field starts, when not at 0
 NEXT_HEADER = {4: None, 6: "4>>8&0xFF"}
 
 

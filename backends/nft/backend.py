@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass
-from importlib import resources
 from typing import TYPE_CHECKING
 
 from pfc.backends.base import (
@@ -35,17 +34,17 @@ from pfc.backends.base import (
     check_name,
     printable,
 )
-from pfc.backends.describe import describe
-from pfc.backends.nft import expr as x
+from pfc.backends.nft import chain as ch
 from pfc.backends.nft import lower as low
 from pfc.backends.nft import maps
-from pfc.backends.nft import redirect as redir
 from pfc.backends.nft import stateful as stf
+from pfc.backends.nft.ruleset import emit_ruleset
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import CompileError, Diagnostic, error
+from pfc.frontend.firewall.hooks import BLOCKS
 
 if TYPE_CHECKING:  # jinja2 loads on first render
-    import jinja2
+    pass
 
 # hook -> (family, chain name, priority)
 HOOKS = {"ingress": ("netdev", "ingress", 0), "prerouting": ("inet", "prerouting", -300),
@@ -84,126 +83,12 @@ def setup(policy: ir.Policy, options: Options) -> Setup:
 
 # ------------------------------------------------------------------------ lowering
 
-@dataclass(frozen=True)
-class Entry:
-    index: int
-    line: int
-    text: str
-    note: str
-    rules: tuple[low.NftRule, ...]
-
-
-def entries(policy: ir.Policy, lowering: low.Lowering,
-            mapped: maps.MapLowering | None = None) -> list[Entry]:
-    """One entry per rule of the ordered chain; with ``mapped``, one per block of
-    ``classify`` (a jump to its chain of verdict maps)."""
-    from pfc.passes.classify import classify  # numpy: only when compiling for nft
-
-    items = classify(policy) if mapped is not None else list(policy.rules)
-    out = []
-    for n, rule in enumerate(items):
-        if not isinstance(rule, ir.Rule):
-            first, last = rule.rules[0], rule.rules[-1]
-            text = (f"rules {first.index}-{last.index} (lines {first.line}-{last.line}), "
-                    f"{len(rule.rules)} IPv{rule.version} rules: verdict maps")
-            out.append(Entry(first.index, first.line, text, "", (mapped.block(n, rule),)))
-            continue
-        try:
-            rules, note = tuple(nft_rules(rule, lowering, policy.default)), ""
-        except low.Impossible:
-            rules, note = (), " (never matches this family: left out)"
-        out.append(Entry(rule.index, rule.line, printable(describe(rule)), note, rules))
-    return out
-
-
-def nft_rules(rule: ir.Rule, lowering: low.Lowering,
-              default: ir.Verdict = ir.Verdict.PASS) -> list[low.NftRule]:
-    if rule.family is ir.Family.ANY and stf.bucketed(rule):  # a bucket per family
-        return [r for gate in stf.family_gates(lowering.hook_family)
-                for r in _rules(rule, lowering, default, [gate])]
-    return _rules(rule, lowering, default, lowering.matches(rule))
-
-
-def _rules(rule: ir.Rule, lowering: low.Lowering, default: ir.Verdict,
-           base: list[x.Node]) -> list[low.NftRule]:
-    action, tag = rule.action, f"pfc rule {rule.index}"
-    if isinstance(action, ir.Log):
-        return [low.NftRule(rule.index, (*base, *stf.log_terms(rule, default)))]
-    if rule.limit is not None:
-        version = None if rule.family is ir.Family.ANY else low.version_of(rule)
-        base = [*base, *stf.limit_terms(rule, version)]
-    if isinstance(action, ir.Drop) and action.audit:
-        return [low.NftRule(rule.index, (*base, *stf.audit_terms(rule.line)), tag)]
-    if isinstance(action, ir.Count):
-        return [low.NftRule(rule.index, (*base, x.counter(counter_name(rule.index))))]
-    if isinstance(action, ir.Redirect):
-        return [low.NftRule(rule.index, (*unique(terms), x.counter(), verdict(v)), tag)
-                for terms, v in redir.variants(rule, low.version_of(rule), base)]
-    name = "drop" if isinstance(action, ir.Drop) else "accept"
-    return [low.NftRule(rule.index, (*base, x.counter(), x.verdict(name)), tag)]
-
-
-def unique(terms: list[x.Node]) -> list[x.Node]:
-    """The terms without a match repeated (a guard the rule's own matches already
-    hold); statements are kept as they are, in order."""
-    seen, out = set(), []
-    for t in terms:
-        if isinstance(t.json, dict) and "match" in t.json:
-            if t.text in seen:
-                continue
-            seen.add(t.text)
-        out.append(t)
-    return out
-
-
-def verdict(name: str) -> x.Node:
-    """``accept``, ``drop`` or ``jump CHAIN`` (a chain this backend declares)."""
-    if name in redir.FIX_CHAINS:
-        return x.Node(f"jump {name}", {"jump": {"target": name}})
-    return x.verdict(name)
-
-
-def counter_name(index: int) -> str:
-    return f"rule_{index}"
-
-
-def default_rule(policy: ir.Policy) -> low.NftRule:
-    if policy.default is ir.Verdict.DROP and policy.default_audit:
-        return low.NftRule(None, tuple(stf.audit_terms(0)), "pfc default")
-    name = "drop" if policy.default is ir.Verdict.DROP else "accept"
-    return low.NftRule(None, (x.counter(), x.verdict(name)), "pfc default")
-
-
-def fix_chains(found: list[Entry]) -> dict[str, list[low.NftRule]]:
-    """The regular chains the rules jump to, with their rules (``nft_redirect``)."""
-    used = {t.text.split()[1] for e in found for r in e.rules for t in r.terms
-            if t.text.startswith("jump ")}
-    return {name: [low.NftRule(None, tuple(terms)) for terms in
-                   redir.fix_chain(4 if name == "fix4" else 6)]
-            + [low.NftRule(None, (x.verdict("accept"),))]
-            for name in redir.FIX_CHAINS if name in used}
-
-
-def refused(policy: ir.Policy) -> list[Diagnostic]:
-    """Rules nft cannot express with their meaning (``nft_redirect``); also the
-    backend's ``limits`` hook, so ``pfc check --target nft`` says it."""
-    out = []
-    for rule in policy.rules:
-        reason = redir.unsupported_reason(rule)
-        if reason:
-            out.append(error(f"target `nft` cannot express this `redirect` (rule at line "
-                             f"{rule.line}): {reason}", rule.span,
-                             hint="restrict the rule to `tcp` or `udp`, or add "
-                             "`!proto { 58, 136 }`", code="unsupported"))
-    return out
-
-
 # ------------------------------------------------------------------------ printing
 
 @dataclass(frozen=True)
 class Lowered:
     setup: Setup
-    entries: list[Entry]
+    entries: list[ch.Entry]
     default: low.NftRule
     counters: list[str]
     sets: list[low.NftSet]
@@ -212,24 +97,42 @@ class Lowered:
     map_chains: dict[str, list[low.NftRule]]
 
 
+# nft_payload's inner-header base (``@ih``, payload matches): Linux 5.16; 5.10 answers
+# "Operation not supported" (measured in the kernel lab, docs/kernels.md)
+INNER_HEADER_SINCE = (5, 16)
+
+
+def kernel_errors(policy: ir.Policy, options: Options) -> list[Diagnostic]:
+    """One error per payload rule when ``options.extra["kernel"]`` predates ``@ih``."""
+    kernel = options.extra.get("kernel")
+    if kernel is None or tuple(kernel[:2]) >= INNER_HEADER_SINCE:
+        return []
+    shown = ".".join(str(k) for k in kernel[:2])
+    return [error("target `nft`: payload matches need nft_payload's inner header "
+                  f"(`@ih`, Linux 5.16); kernel {shown} does not have it", rule.span,
+                  code="kernel")
+            for rule in policy.rules
+            if any(isinstance(m, ir.PayloadMatch) for m in rule.matches)]
+
+
 def lower(policy: ir.Policy, options: Options) -> Lowered:
     s = setup(policy, options)
-    diags = refused(policy) + stf.hook_errors(policy, s.hook)
+    diags = ch.refused(policy) + stf.hook_errors(policy, s.hook) + kernel_errors(policy, options)
     if diags:
         raise CompileError(diags)
     lowering = low.Lowering(s.family)
     mapped = maps.MapLowering(lowering, functools.partial(rule_lines, lowering), [], {})
-    found = entries(policy, lowering, mapped)
-    return Lowered(s, found, default_rule(policy),
-                   list(dict.fromkeys(counter_name(r.index) for r in policy.count_rules)),
-                   list(lowering.sets.values()), fix_chains(found), mapped.maps,
+    found = ch.entries(policy, lowering, mapped)
+    return Lowered(s, found, ch.default_rule(policy),
+                   list(dict.fromkeys(ch.counter_name(r.index) for r in policy.count_rules)),
+                   list(lowering.sets.values()), ch.fix_chains(found), mapped.maps,
                    mapped.chains)
 
 
 def rule_lines(lowering: low.Lowering, rule: ir.Rule) -> list[low.NftRule]:
     """The rule as ordered-chain rules (none when it never matches)."""
     try:
-        return nft_rules(rule, lowering)
+        return ch.nft_rules(rule, lowering)
     except low.Impossible:
         return []
 
@@ -244,7 +147,7 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
     files = {artifact_name(policy, "nft", "nft" if fmt == "nft" else "json"): main.encode()}
     meta = LazyMeta({"family": s.family, "table": s.table, "chain": s.chain,
                      "hook": s.hook, "dev": s.dev, "priority": s.priority,
-                     "counters": {r.index: counter_name(r.index) for r in policy.count_rules},
+                     "counters": {r.index: ch.counter_name(r.index) for r in policy.count_rules},
                      "sets": sorted(st.name for st in lowered.sets),
                      "chains": sorted(lowered.chains),
                      "text" if fmt == "nft" else "json": main}, forms)
@@ -276,7 +179,7 @@ class LazyMeta(dict):
 def render_text(policy: ir.Policy, lowered: Lowered) -> str:
     s = lowered.setup
     sets = [{"name": st.name, "type": st.type, "interval": st.interval,
-             "lines": _element_lines(st)} for st in lowered.sets]
+             "lines": ch.element_lines(st)} for st in lowered.sets]
     entries_ = [{"index": e.index, "line": e.line, "text": e.text, "note": e.note,
                  "lines": [r.text for r in e.rules]} for e in lowered.entries]
     chains = {name: [r.text for r in rules] for name, rules in lowered.chains.items()}
@@ -285,19 +188,12 @@ def render_text(policy: ir.Policy, lowered: Lowered) -> str:
     vmaps = [{"name": m.name, "type": m.type,
               "lines": [f"{k.text} : jump {c}," for k, c in m.elements]}
              for m in lowered.maps]
-    return _environment().get_template("nft.j2").render(
+    return ch.environment().get_template("nft.j2").render(
         source=printable(policy.source), family=s.family, hook=s.hook, dev=s.dev, table=s.table,
         chain=s.chain, priority=s.priority, counters=lowered.counters, sets=sets,
         entries=entries_, chains=chains, maps=vmaps, map_chains=map_chains,
         default=policy.default.value,
         default_line=lowered.default.text)
-
-
-def _element_lines(st: low.NftSet) -> list[str]:
-    texts = [e.text for e in st.elements]
-    lines = [", ".join(texts[i:i + ELEMENTS_PER_LINE])
-             for i in range(0, len(texts), ELEMENTS_PER_LINE)]
-    return [line + ("," if i < len(lines) - 1 else "") for i, line in enumerate(lines)]
 
 
 def json_text(lowered: Lowered) -> str:
@@ -337,16 +233,6 @@ def render_json(lowered: Lowered) -> dict:
     return {"nftables": [{"metainfo": {"json_schema_version": 1}}] + cmds}
 
 
-@functools.cache
-def _environment() -> jinja2.Environment:
-    import jinja2
-
-    root = resources.files("pfc.templates")
-    return jinja2.Environment(
-        loader=jinja2.FunctionLoader(lambda n: (root / n).read_text()),
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
-
-
 # ------------------------------------------------------------------------ kernel
 
 def view(hook: str, frame: bytes) -> bytes | None:
@@ -381,4 +267,5 @@ BACKENDS = (Backend(
     supports=frozenset({"count", "redirect", "payload", "ipv6", "non-ip", "log", "limit",
                         "audit", "ct"}),
     formats=("nft", "json"), hooks=tuple(HOOKS), emit=emit, passes=_passes(), run=run,
-    view=view, pick_hook=pick_hook, limits=refused),)
+    carries={name: name for name in BLOCKS}, emit_ruleset=emit_ruleset,
+    view=view, pick_hook=pick_hook, limits=ch.refused),)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from pfc.backends.base import check_name
 from pfc.backends.nft import expr as x
+from pfc.backends.nft import firewall as fw
 from pfc.backends.nft.expr import Node as Term
 from pfc.frontend import ir, values
 
@@ -55,6 +56,7 @@ IP_FIELDS = {  # (family, field) -> (nft protocol, nft field, set type, largest 
 }
 PORT_TYPE = "inet_service"
 ICMP_TYPE = {ir.ICMP: "icmp_type", ir.ICMP6: "icmpv6_type"}
+ICMP_CODE = {ir.ICMP: "icmp_code", ir.ICMP6: "icmpv6_code"}
 
 
 @dataclass(frozen=True)
@@ -107,9 +109,9 @@ class Lowering:
 
     def matches(self, rule: ir.Rule) -> list[Term]:
         """Every match of ``rule`` with its guards; Impossible if it can never hold."""
-        if rule.family is ir.Family.ANY:
-            assert not rule.matches and rule.proto is None, "family ANY has no matches"
-            return []
+        if rule.family is ir.Family.ANY:  # only matches that need no IP (iif, mark, ...)
+            assert rule.proto is None, "family ANY has no protocol"
+            return [t for m in rule.matches for t in fw.match(m)]
         version = version_of(rule)
         terms = [self.family_gate(version)]
         terms += protocol_guards(rule, version)
@@ -120,6 +122,8 @@ class Lowering:
     # ---------------------------------------------------------------- matches
 
     def match(self, rule: ir.Rule, m: ir.Match, version: int) -> list[Term]:
+        if fw.is_v2(m):
+            return fw.match(m)
         if isinstance(m, ir.AddrMatch):
             return self.address(rule, m, version)
         if isinstance(m, ir.FragMatch):
@@ -239,6 +243,8 @@ def int_field(rule: ir.Rule, name: str, version: int) -> tuple[Term, str | None,
         return x.field(PROTO[rule.proto], name), PORT_TYPE, 65535, 0
     if name == "icmp-type":
         return x.field(PROTO[rule.proto], "type"), ICMP_TYPE[rule.proto], 255, 0
+    if name == "icmp-code":
+        return x.field(PROTO[rule.proto], "code"), ICMP_CODE[rule.proto], 255, 0
     proto, field_, set_type, top = IP_FIELDS[(version, name)]
     shift = 40 if (version, name) == (6, "len") else 0
     if proto == "@nh":

@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pfc.backends.base import DEFAULT_COUNTER, Artifact, counters_since
-from pfc.kernel import iplab, netns
+from pfc.kernel import iplab, netns, nftlib
 from pfc.kernel.nflog import flush_conntrack
 from pfc.kernel.observation import KernelUnavailable, Observation
 
@@ -54,8 +54,7 @@ class NftError(RuntimeError):
 def _nft():
     """A libnftables context, in the current namespace (its netlink socket binds to
     the namespace it is created in)."""
-    import nftables
-    ctx = nftables.Nftables()
+    ctx = nftlib.load().Nftables()
     ctx.set_handle_output(False)
     return ctx
 

@@ -56,13 +56,13 @@ def limit(rate: ir.Rate, over: bool) -> x.Node:
     return x.Node(text, {"limit": body})
 
 
-def meter(rule: ir.Rule, version: int) -> x.Node:
-    """A meter keyed by the rule's ``per`` address, each element a ``limit over``."""
+def meter(rule: ir.Rule, version: int, over: bool = True) -> x.Node:
+    """A meter keyed by the rule's ``per`` address, each element a ``limit [over]``."""
     lim = rule.limit
     name = f"r{rule.index}_{lim.per}{version}"
     key = x.field("ip" if version == 4 else "ip6", "saddr" if lim.per == "src" else "daddr")
     timeout = refill_seconds(lim.rate)
-    inner = limit(lim.rate, over=True)
+    inner = limit(lim.rate, over=over)
     text = (f"meter {name} size {METER_SIZE} {{ {key.text} timeout {timeout}s "
             f"{inner.text} }}")
     return x.Node(text, {"meter": {"name": name, "size": METER_SIZE,
@@ -87,9 +87,10 @@ def limit_terms(rule: ir.Rule, version: int | None) -> list[x.Node]:
     """The rule's limit, after its matches (empty without one)."""
     if rule.limit is None:
         return []
+    over = not isinstance(rule.action, ir.Pass)  # `pass ... limit` holds within the rate
     if rule.limit.per is not None:
-        return [meter(rule, version)]
-    return [limit(rule.limit.rate, over=True)]
+        return [meter(rule, version, over)]
+    return [limit(rule.limit.rate, over=over)]
 
 
 def log_terms(rule: ir.Rule, default: ir.Verdict) -> list[x.Node]:

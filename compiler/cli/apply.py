@@ -175,19 +175,23 @@ def _apply(args: argparse.Namespace) -> int:
     from pfc.deploy import apply as applying
     from pfc.deploy.base import LoadError
 
+    error = None
     try:
         outcomes = api.apply(args.config, dry_run=args.dry_run)
         code = 0 if all(o.ok for o in outcomes) else 1
     except applying.ConfigError as exc:
+        error = str(exc)
         print(printable(f"pfc apply: error: {exc}"), file=sys.stderr)
-        if args.dry_run:
-            return 2
-        outcomes, code = applying.fallback_all(f"the config is unreadable: {exc}"), 2
+        outcomes, code = [] if args.dry_run else \
+            applying.fallback_all(f"the config is unreadable: {exc}"), 2
     except LoadError as exc:
+        error = exc.cause
         print(printable(f"pfc apply: error: {exc.cause}"), file=sys.stderr)
-        return 2
+        if exc.hint:
+            print(printable(f"hint: {exc.hint}"), file=sys.stderr)
+        outcomes, code = [], 2
     if args.format == "json":
-        print(json.dumps(apply_json(outcomes, args.dry_run, code), indent=2))
+        print(json.dumps(apply_json(outcomes, args.dry_run, code, error), indent=2))
         return code
     for o in outcomes:
         word = (DRY_WORDS if args.dry_run else {}).get(o.action) or WORDS[o.action]
@@ -197,18 +201,24 @@ def _apply(args: argparse.Namespace) -> int:
                 print(printable(f"  {line}"), file=sys.stderr if not o.ok else sys.stdout)
         if o.preview is not None:
             show_dry_run(o.preview)
-    if all(o.action == "unchanged" for o in outcomes):
+    if error is not None:
+        print(printable("the config was not applied: " + (
+            "only last good copies were loaded where nothing of pfc's was in force"
+            if any(o.action == "fallback" for o in outcomes) else
+            "nothing was changed (what pfc loaded before stays in force)")))
+    elif all(o.action == "unchanged" for o in outcomes):
         print("nothing to change" if outcomes else "nothing to change: the config lists "
               "no policy and pfc has none loaded")
     return code
 
 
-def apply_json(outcomes: list, dry: bool, code: int) -> dict:
-    return {"version": 1, "dry_run": dry, "exit": code,
-            "changed": any(o.action != "unchanged" for o in outcomes),
-            "outcomes": [{"place": o.place, "action": o.action, "messages": o.messages,
-                          "preview": dry_run_json(o.preview) if o.preview else None}
-                         for o in outcomes]}
+def apply_json(outcomes: list, dry: bool, code: int, error: str | None = None) -> dict:
+    out = {"version": 1, "dry_run": dry, "exit": code,
+           "changed": any(o.action not in ("unchanged", "failed") for o in outcomes),
+           "outcomes": [{"place": o.place, "action": o.action, "messages": o.messages,
+                         "preview": dry_run_json(o.preview) if o.preview else None}
+                        for o in outcomes]}
+    return out | ({"error": error} if error is not None else {})
 
 
 APPLY = Command("apply", "make the host hold the policies of /etc/pfc/pfc.conf",

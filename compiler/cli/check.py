@@ -8,8 +8,14 @@ import sys
 from pathlib import Path
 
 from pfc import api
-from pfc.build import backend
-from pfc.cli.common import Command, UsageError, load, print_diagnostics, stdin_source
+from pfc.cli.common import (
+    Command,
+    UsageError,
+    load,
+    print_diagnostics,
+    stdin_source,
+    target_specs,
+)
 from pfc.cli.output import STDIO, OutputError, print_json, shown
 from pfc.frontend.diagnostics import has_errors, to_json
 from pfc.frontend.fmt import format_source
@@ -25,14 +31,20 @@ def _check_args(p: argparse.ArgumentParser) -> None:
                    help="text: FILE:LINE:COL diagnostics with carets on stderr; "
                         "json: one JSON object on stdout (docs/json.md)")
     p.add_argument("--target", action="append", default=[], metavar="T",
-                   help="also report rules target T cannot express (repeatable)")
+                   help="also report what `pfc compile --target T` refuses (the same "
+                        "checks, compile's default hook): T, T:HOOK or a comma list "
+                        "(xdp,nft:input); repeatable. For a whole firewall a list is one "
+                        "assignment, as compile takes it: blocks none of it carries, rules "
+                        "the carrying target cannot express")
+    p.add_argument("--dev", metavar="DEV",
+                   help="with --target: the device, as compile's --dev (nft:ingress "
+                        "needs one)")
 
 
 def _check(args: argparse.Namespace) -> int:
     """Every file is checked, readable or not: exit 2 if any could not be read, else 1
     if any has errors, else 0."""
-    for target in args.target:
-        backend(target)  # an unknown target is a usage error before any file is read
+    targets = target_specs(args.target)  # bad ones: a usage error before any file
     report, errors, unreadable = [], False, 0
     for path in args.files:
         try:
@@ -45,7 +57,9 @@ def _check(args: argparse.Namespace) -> int:
             else:
                 print(f"pfc check: error: {exc}", file=sys.stderr)
             continue
-        diags = api.check(compiled, targets=args.target)
+        # a whole firewall takes each --target list as one assignment of its blocks
+        diags = api.check(compiled, targets=targets if compiled.ruleset is None
+                          else args.target, dev=args.dev)
         errors |= has_errors(diags)
         if args.format == "json":
             report.append({"file": compiled.source.name, "ok": not has_errors(diags),
@@ -92,9 +106,17 @@ def _read(path: str) -> SourceFile:
 
 
 def _fmt(args: argparse.Namespace) -> int:
-    status = 0
+    """Every file is formatted (or checked), readable or not, as ``check`` does: exit 2
+    if any could not be read, else 1 if any has errors or (``--check``) would change,
+    else 0."""
+    status, unreadable = 0, 0
     for path in args.files:
-        source = _read(path)
+        try:
+            source = _read(path)
+        except UsageError as exc:
+            unreadable += 1
+            print(f"pfc fmt: error: {exc}", file=sys.stderr)
+            continue
         text, diags = format_source(source)
         if text is None:
             print_diagnostics(diags, {source.name: source})
@@ -110,7 +132,7 @@ def _fmt(args: argparse.Namespace) -> int:
         elif text != source.text:
             _rewrite(path, text)
             print(f"formatted {shown(path)}", file=sys.stderr)
-    return status
+    return 2 if unreadable else status
 
 
 def _rewrite(path: str, text: str) -> None:
@@ -124,5 +146,7 @@ FMT = Command("fmt", "format policies canonically (in place; --check only report
               "Rewrite policy files in canonical form: one statement per line, single\n"
               "spaces, lists as `{ a, b }`, comments kept and trailing comments aligned.\n"
               "Idempotent, and the policy means exactly the same after formatting.\n"
-              "`pfc fmt -` reads standard input and writes the result to standard output.",
+              "`pfc fmt -` reads standard input and writes the result to standard output.\n"
+              "Every file is formatted: one that cannot be read is reported (one line)\n"
+              "and makes the exit code 2.",
               _fmt_args, _fmt)

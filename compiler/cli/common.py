@@ -17,7 +17,7 @@ from pfc.frontend.pipeline import Compiled, compile_path, compile_source
 from pfc.frontend.source import SourceFile
 
 __all__ = ["STDIN_NAME", "Command", "UsageError", "load", "print_diagnostics",
-           "read_capture_arg", "read_stdin", "shown", "stdin_source"]
+           "read_capture_arg", "read_stdin", "shown", "stdin_source", "target_specs"]
 
 STDIN_NAME = "<stdin>"  # the file name diagnostics give a policy read from `-`
 MAX_STDIN = 64 << 20  # bytes: more on standard input is refused (`pfc check - < /dev/zero`)
@@ -76,6 +76,30 @@ def stdin_source() -> SourceFile:
         line = data[:exc.start].count(b"\n") + 1
         raise UsageError(f"cannot read {STDIN_NAME}: not UTF-8 (byte "
                          f"0x{data[exc.start]:02x} on line {line})") from None
+
+
+def target_specs(values: list[str]) -> list[str]:
+    """``--target`` values as ``pfc check`` (and verify/prove's ``--targets``) take
+    them: each ``T``, ``T:HOOK`` or a comma list of those; every target and hook known
+    (a UsageError naming the known ones otherwise), duplicates dropped."""
+    from pfc import backends
+
+    known = backends.registry()
+    out: list[str] = []
+    for value in values:
+        for spec in (s.strip() for s in value.split(",")):
+            if not spec:
+                raise UsageError(f"--target {shown(value)}: an empty target in the list")
+            name, colon, hook = spec.partition(":")
+            if name not in known:
+                raise UsageError(f"unknown target `{shown(name)}`; known targets: "
+                                 + ", ".join(known))
+            if colon and hook not in known[name].hooks:
+                raise UsageError(f"target `{name}` has no hook `{shown(hook)}`; hooks: "
+                                 + ", ".join(known[name].hooks))
+            if spec not in out:
+                out.append(spec)
+    return out
 
 
 def load(path: str) -> Compiled:

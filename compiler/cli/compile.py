@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pfc import api, backends
 from pfc.backends.base import Artifact, Backend
-from pfc.build import OptionError, backend, write_artifact
+from pfc.build import OptionError, backend, build_ruleset, write_artifact
 from pfc.cli.common import Command, UsageError, load, print_diagnostics
 from pfc.cli.output import STDIO, OutputError, cell, cell_lines, print_json, refuse_terminal, shown
 from pfc.frontend.diagnostics import CompileError, Diagnostic, to_json
@@ -24,7 +24,8 @@ from pfc.frontend.source import SourceFile
 # The compile options each target reads besides --format and --hook. An option given
 # to a target that does not read it is warned about (WHY says why it has no effect).
 # A target missing here reads none of them.
-READS = {"nft": {"dev", "table"}, "iptables": {"dev", "table", "notrack"}}
+READS = {"nft": {"dev", "table"}, "iptables": {"dev", "table", "notrack"}, "u32": {"dev"},
+         "nfmod": {"table"}}
 WHY = {
     "dev": {"cbpf": "a socket filter is attached to a socket by the application",
             "socket": "a socket filter is attached to a socket by the application",
@@ -39,7 +40,9 @@ WHY = {
 def _compile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="policy file (.pf); `-` reads standard input")
     p.add_argument("--target", "-t", required=True, metavar="T",
-                   help="target: " + ", ".join(backends.registry()) + " (see `pfc targets`)")
+                   help="target: " + ", ".join(backends.registry()) + " (see `pfc targets`); "
+                   "for a whole firewall a list T1,T2: each block goes to the first that "
+                   "carries it")
     p.add_argument("-o", "--output", metavar="OUT",
                    help="write the artifact here: a file (its companions beside it, "
                         "named after it; the directory must exist), OUT/ a directory "
@@ -63,6 +66,11 @@ def _compile_args(p: argparse.ArgumentParser) -> None:
                         "conntrack (NOTRACK)")
     p.add_argument("--audit", action="store_true", help="audit mode: every drop (and a "
                    "default drop) becomes a would-be drop: passed, counted and logged")
+    p.add_argument("--kernel", metavar="VERSION",
+                   help="eBPF targets: the kernel the artifact must load on (5.10, 6.1, "
+                        "6.12, ... or `host`): lowerings it supports (5.10: no classifier, "
+                        "the linear program), an error naming each feature it lacks and "
+                        "the kernel that has it (docs/kernels.md)")
     p.add_argument("--diagnostics", choices=("text", "json"), default="text",
                    help="text: diagnostics and notes as lines on stderr; json: one JSON "
                         "object on stderr instead (docs/json.md); the artifact is "
@@ -97,18 +105,26 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 def _compile_into(args: argparse.Namespace, report: _Report) -> int:
-    chosen = backend(args.target)
-    for warning in option_warnings(chosen, args):
+    targets = args.target.split(",") if "," in args.target else [args.target]
+    chosen = [backend(t) for t in targets]
+    for warning in dict.fromkeys(w for c in chosen for w in option_warnings(c, args)):
         report.warn(warning)
     hook = _hook(args)
     compiled = load(args.file)
     report.diagnose(compiled.diagnostics, compiled.sources)
     if not compiled.ok:
         return 1
+    if compiled.ruleset is not None:
+        return _compile_firewall(args, compiled, targets, report)
+    if len(chosen) > 1:
+        raise UsageError(f"a list of targets is for whole firewalls (hook blocks); "
+                         f"`{shown(args.file)}` is one rule list: give one target")
+    chosen = chosen[0]
     try:
         artifact = api.compile(compiled, args.target, format=args.format, hook=hook,
                                dev=args.dev, table=args.table or "pfc",
-                               notrack=args.notrack, audit=args.audit)
+                               notrack=args.notrack, audit=args.audit,
+                               kernel=getattr(args, "kernel", None))
     except CompileError as exc:
         report.diagnose(exc.diagnostics, compiled.sources)
         return 1
@@ -118,6 +134,34 @@ def _compile_into(args: argparse.Namespace, report: _Report) -> int:
         report.note(f"compiled for hook `{artifact.hook}` (`pfc targets` explains the "
                     "hooks; --hook chooses)")
     _write(args, artifact, report)
+    return 0
+
+
+def _compile_firewall(args: argparse.Namespace, compiled, targets: list[str],
+                      report: _Report) -> int:
+    """A whole firewall: each block to the first target that carries it
+    (``pfc.build.build_ruleset``); one artifact per block (per target for targets
+    that take all their blocks at once)."""
+    if args.hook is not None or args.link is not None:
+        raise UsageError(f"`{shown(args.file)}` is a whole firewall: each block names its "
+                         "hook; --hook and --link are for one rule list")
+    artifacts, diags = build_ruleset(compiled.ruleset, targets, args.format, dev=args.dev,
+                                     table=args.table or "pfc", notrack=args.notrack,
+                                     audit=args.audit)
+    if diags:
+        report.diagnose(diags, compiled.sources)
+        return 1
+    if len(artifacts) == 1:
+        _write(args, artifacts[0], report)
+        return 0
+    output = args.output or ""
+    if not output or output == STDIO or not (output.endswith("/") or Path(output).is_dir()):
+        names = ", ".join(f"`{name}`" for a in artifacts for name in list(a.files)[:1])
+        raise UsageError(f"`{shown(args.file)}` compiles to {len(artifacts)} artifacts "
+                         f"({names}): write them with -o DIR/")
+    for artifact in artifacts:
+        for path in _write_files(artifact, output):
+            report.wrote(str(path))
     return 0
 
 

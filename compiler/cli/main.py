@@ -21,25 +21,28 @@ from pfc.cli import output
 from pfc.cli.apply import APPLY
 from pfc.cli.bench import BENCH
 from pfc.cli.check import CHECK, FMT
-from pfc.cli.common import CONTEXT, Command, UsageError
+from pfc.cli.common import CONTEXT, Command, UsageError, print_diagnostics
 from pfc.cli.compile import COMPILE, TARGETS
 from pfc.cli.events.log import LOG
-from pfc.cli.load import LOAD, STATUS, UNLOAD
+from pfc.cli.load import LOAD, UNLOAD
 from pfc.cli.lsp import LSP
 from pfc.cli.output import OutputError, shown
 from pfc.cli.prove import DIFF, PROVE
 from pfc.cli.run import FRAMES, RUN
 from pfc.cli.set import SET
+from pfc.cli.status import STATUS
 from pfc.cli.verify import VERIFY
+from pfc.frontend.diagnostics import CompileError, suggest
+from pfc.frontend.pipeline import COMMAND
 
 # Every command, in `pfc --help` order.
 COMMANDS: tuple[Command, ...] = (CHECK, FMT, COMPILE, RUN, FRAMES, VERIFY, DIFF, PROVE, BENCH,
                                  LOAD, UNLOAD, STATUS, LOG, APPLY, SET, TARGETS, LSP)
 
 DESCRIPTION = """\
-pfc compiles one packet-filter policy language to every Linux hook (classic BPF, eBPF
-socket filters, tc and XDP programs, nftables rulesets, iptables scripts) and proves
-that the copies agree with a reference interpreter.
+pfc compiles one packet-filter policy language to every Linux hook (classic BPF,
+eBPF socket filters, tc and XDP programs, nftables rulesets, iptables scripts)
+and proves that the copies agree with a reference interpreter.
 
 A policy is a file of rules, one per line, tried top to bottom:
 
@@ -57,11 +60,13 @@ EX_SOFTWARE = 70  # sysexits.h: an internal software error
 EXIT_CODES = """\
 exit codes:
   0    ok (also when the reader of the output goes away: `pfc ... | head`)
-  1    the policy has errors, a target disagrees (verify), fmt --check found changes
-  2    bad usage or environment: an unknown option or target, an unreadable input,
-       an output that cannot be written, missing privileges
+  1    the policy has errors, a target disagrees (verify), or fmt --check
+       found changes
+  2    bad usage or environment: an unknown option or target, an unreadable
+       input, an output that cannot be written, missing privileges
   70   internal error: a pfc bug (run with --debug for the traceback)
-  130  interrupted (Ctrl-C)
+  130  interrupted (Ctrl-C); `pfc log` and `pfc status --watch`, which run until
+       stopped, end with 0 on Ctrl-C (as with --count, --timeout)
 """
 
 EPILOG = f"""\
@@ -70,11 +75,11 @@ examples:
   pfc compile edge.pf --target cbpf --format asm
   pfc compile edge.pf --target xdp -o edge.o
   pfc frames edge.pf -n 1000 -o frames.pcap && pfc run edge.pf frames.pcap
-  cat edge.pf | pfc check -               `-` is standard input (or output for -o)
+  cat edge.pf | pfc check -               `-` is standard input (output for -o)
 
 {EXIT_CODES}
-`pfc COMMAND --help` explains each command. Docs: README.md and docs/ in the source tree;
---format json output: docs/json.md.
+`pfc COMMAND --help` explains each command. Docs: README.md and docs/ in the
+source tree; --format json output: docs/json.md.
 """
 
 
@@ -101,6 +106,45 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                        help="on an internal error, print the Python traceback")
         p.set_defaults(handler=command.handler)
     return parser
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The arguments, or (through argparse's ``error``: usage, one line, exit 2) a usage
+    error in the form README gives, ``pfc COMMAND: error: ...`` under the command's own
+    usage: an unknown option names the command it was given to (and the option it
+    resembles); an unknown command says which one it resembles."""
+    parser = build_parser(argv)
+    word = next((a for a in argv if not a.startswith("-")), None)
+    names = [c.name for c in COMMANDS]
+    if word is not None and word not in names:
+        hint = suggest(word, names)
+        parser.error(f"unknown command `{shown(word)}`" + (f"; {hint}" if hint else "")
+                     + " (`pfc --help` lists the commands)")
+    if word is not None:
+        sub = _subparser(parser, word)
+        rest = argv[argv.index(word) + 1:]
+        rest = rest[:rest.index("--")] if "--" in rest else rest
+        _unknown(sub, [a for a in rest if a.startswith("--")
+                       and a.split("=", 1)[0] not in sub._option_string_actions])
+    args, extra = parser.parse_known_args(argv)
+    _unknown(_subparser(parser, args.command), extra)
+    return args
+
+
+def _unknown(sub: argparse.ArgumentParser, extra: list[str]) -> None:
+    """A usage error for arguments the command does not take (checked before the
+    missing ones: `--taget` is the cause of a missing `--target`)."""
+    if not extra:
+        return
+    hint = next((h for a in extra if a.startswith("--") and
+                 (h := suggest(a.split("=", 1)[0], sub._option_string_actions))), None)
+    sub.error(f"unrecognized arguments: {shown(' '.join(extra))}"
+              + (f"; {hint}" if hint else ""))
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices[name]
 
 
 def _command_word(argv: list[str] | None) -> str | None:
@@ -133,8 +177,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    args = build_parser(argv).parse_args(argv)
+    args = parse(argv)
     CONTEXT.reset()
+    COMMAND.set(args.command)  # named when a command that takes one rule list gets a v2 file
     if args.command == "lsp":  # JSON-RPC on stdio: the server owns both streams
         return _boundary(args, lambda: args.handler(args))
     with output.guarded_stdout():
@@ -154,6 +199,9 @@ def _boundary(args: argparse.Namespace, run) -> int:
     except (UsageError, OptionError) as exc:
         _fail(args, str(exc))
         return 2
+    except CompileError as exc:  # a policy the command cannot take (a whole firewall)
+        print_diagnostics(exc.diagnostics, exc.sources)
+        return 1
     except OutputError as exc:
         if exc.closed:  # `pfc ... | head`: the reader has what it wanted
             output.silence_stdout()

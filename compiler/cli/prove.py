@@ -39,7 +39,7 @@ def _policy(path: str) -> ir.Policy | None:
     if not compiled.ok:
         print_diagnostics(compiled.diagnostics, compiled.sources)
         return None
-    return compiled.policy
+    return compiled.require()  # a whole firewall: an error saying prove takes one list
 
 
 @contextlib.contextmanager

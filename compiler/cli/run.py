@@ -35,7 +35,7 @@ def _run(args: argparse.Namespace) -> int:
     if not compiled.ok:
         print_diagnostics(compiled.diagnostics, compiled.sources)
         return 1
-    policy = compiled.policy
+    policy = compiled.require()  # a whole firewall: an error saying `pfc run` takes a list
     capture = read_capture_arg(args.pcap)
     outcomes, counters = api.run(policy, capture.frames, capture.times, capture.outgoing)
     texts = {r.index: compiled.rule_text(r) for r in policy.rules}
@@ -90,16 +90,28 @@ def _addr(address, port: int) -> str:
     return f"[{address}]:{port}" if address.version == 6 else f"{address}:{port}"
 
 
+def destination(frame: bytes) -> str:
+    """Where a frame goes: ``10.0.1.2:8083`` (the address alone without a port)."""
+    view = packets.read_frame(frame)
+    dst = packets.ip_field(view, "dst") if view.version is not None else None
+    if dst is None:
+        return "?"
+    port = packets.transport_field(view, "dport", view.l4proto) \
+        if view.l4proto in (packets.TCP, packets.UDP) else None
+    return str(dst) if port is None else _addr(dst, port)
+
+
 # ------------------------------------------------------------------------------- text
 
 def _print_packets(policy, capture, outcomes, texts) -> None:
     lines = {r.index: r.line for r in policy.rules}
+    redirects = {r.index for r in policy.rules if isinstance(r.action, ir.Redirect)}
     for n, (frame, out) in enumerate(zip(capture.frames, outcomes, strict=True), 1):
         if out.rule is None:
             why = f"default {policy.default.value}"
         else:
             why = f"line {lines[out.rule]}: {shown(texts[out.rule])}"
-        extra = " (rewritten)" if out.frame != frame else ""
+        extra = f" → {destination(out.frame)}" if out.rule in redirects else ""
         extra += " (audit: would drop)" if out.audited else ""
         sent = " (outgoing)" if n - 1 in capture.outgoing else ""
         print(f"{n:>6}  {len(frame):>5}B  {out.verdict.value:<4}  {describe(frame)}{sent}"
@@ -109,20 +121,35 @@ def _print_packets(policy, capture, outcomes, texts) -> None:
 
 
 def summary_table(policy, outcomes, counters, texts):
+    """One row per rule and the default: the packets each decided, a `count` rule's
+    counter, and with `log` rules or audited drops the log events each sent."""
     from rich.table import Table
 
     decided = Counter(o.rule for o in outcomes)
+    sent = Counter(e.line for o in outcomes for e in o.events)  # line 0: the default
+    logging = [_logs(r) for r in policy.rules]
+    events = any(logging) or policy.default_audit
     table = Table(title=f"{len(outcomes)} packets")
-    for col, justify in (("line", "right"), ("rule", "left"), ("decided", "right"),
-                         ("counted pkts", "right"), ("counted bytes", "right")):
+    columns = [("line", "right"), ("rule", "left"), ("decided", "right"),
+               ("counted pkts", "right"), ("counted bytes", "right")]
+    for col, justify in columns + ([("events", "right")] if events else []):
         table.add_column(col, justify=justify, overflow="fold")
-    for rule in policy.rules:
+    for rule, logs in zip(policy.rules, logging, strict=True):
         pkts, nbytes = counters.get(rule.index, (None, None))
-        table.add_row(str(rule.line), cell(texts[rule.index]),
-                      "-" if not rule.terminal else str(decided[rule.index]),
-                      "-" if pkts is None else str(pkts), "-" if nbytes is None else str(nbytes))
-    table.add_row("", f"default {policy.default.value}", str(decided[None]), "-", "-")
+        row = [str(rule.line), cell(texts[rule.index]),
+               "-" if not rule.terminal else str(decided[rule.index]),
+               "-" if pkts is None else str(pkts), "-" if nbytes is None else str(nbytes)]
+        table.add_row(*row, *([str(sent[rule.line]) if logs else "-"] if events else []))
+    default = ["", f"default {policy.default.value}", str(decided[None]), "-", "-"]
+    table.add_row(*default, *([str(sent[0]) if policy.default_audit else "-"]
+                              if events else []))
     return table
+
+
+def _logs(rule: ir.Rule) -> bool:
+    """Whether the rule sends log events: a `log` rule, an audited drop."""
+    return isinstance(rule.action, ir.Log) or (isinstance(rule.action, ir.Drop)
+                                               and rule.action.audit)
 
 
 def _print_summary(policy, outcomes, counters, texts) -> None:
@@ -177,11 +204,13 @@ def _packet_json(rules: dict[int, ir.Rule], n: int, frame: bytes, outcome,
 
 RUN = Command("run", "run the reference interpreter over a pcap",
               "Judge every packet of a capture with the reference interpreter (the oracle\n"
-              "all targets are checked against): per packet its addresses, protocol and\n"
-              "ports, the verdict and the rule that decided it (with its line), then a\n"
-              "summary per rule with counters. Reads pcap and pcapng of Ethernet, Linux\n"
-              "cooked (`tcpdump -i any`) and raw IP captures; a cooked or raw IP packet is\n"
-              "judged behind an Ethernet header pfc builds (README.md, `Reading captures`).",
+              "all targets are checked against): per packet (numbered from 1) its\n"
+              "addresses, protocol and ports, the verdict, the rule that decided it (with\n"
+              "its line; a redirect: `→ ADDR:PORT`, where it sends the packet) and its log\n"
+              "events, then a summary per rule: packets decided, counters, events sent.\n"
+              "Reads pcap and pcapng of Ethernet, Linux cooked (`tcpdump -i any`) and raw\n"
+              "IP captures; a cooked or raw IP packet is judged behind an Ethernet header\n"
+              "pfc builds (README.md, `Reading captures`).",
               _run_args, _run)
 
 

@@ -58,10 +58,14 @@ def _set(args: argparse.Namespace) -> int:
         print(shown(f"pfc set: error: {exc.cause}"), file=sys.stderr)
         if exc.hint:
             print(shown(f"hint: {exc.hint}"), file=sys.stderr)
+        if args.format == "json":
+            print(json.dumps({"version": 1, "error": exc.cause}, indent=2))
         return 2
     if args.format == "json":
         print_json({"changes": [vars(c) for c in changes]})
         return 0
+    for note in (n for c in changes for n in c.notes):
+        print(shown(note), file=sys.stderr)
     for c in changes:
         print(shown(f"set {c.name} on {c.dev} ({c.target}): {c.size} entries, +{c.added} "
                     f"-{c.removed}, {c.how}, {c.seconds:.3f} s"))
@@ -74,7 +78,10 @@ SET = Command("set", "add, delete or replace a loaded set's entries in place (at
               "swap, xdp/tc a map swapped into its slot (counters kept); sets the\n"
               "backend compiled into the rules (and eBPF sets used twice): an atomic\n"
               "replace of the policy recompiled with the new entries. Every packet sees\n"
-              "the old set or the new one. The change lasts until the policy is loaded\n"
+              "the old set or the new one; an iptables policy's two families change\n"
+              "together or not at all. The change lasts until the policy is loaded\n"
               "again (pfc load, or pfc apply of a changed config): the file's entries\n"
-              "then win. Exit: 0 done, 2 refused (nothing changed).",
+              "then win. A `pfc set` that was interrupted is finished or rolled back\n"
+              "by the next pfc command. Exit: 0 done, 2 refused (the error says what\n"
+              "the kernel holds).",
               _set_args, _set)

@@ -34,6 +34,10 @@ def _args(p: argparse.ArgumentParser) -> None:
                         "(default: ./pfc-verify)")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text: a table; json: one object for CI systems (docs/json.md)")
+    p.add_argument("--kernel", metavar="LIST",
+                   help="verify inside these kernels instead: comma-separated series "
+                        "(5.10, 6.1, 6.12: Debian's, booted in the kernel lab under qemu) "
+                        "or `host` (docs/kernels.md)")
 
 
 def _targets(spec: str) -> tuple[list[str], bool]:
@@ -62,9 +66,11 @@ def _frames(args: argparse.Namespace) -> tuple[list[bytes], int]:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    if getattr(args, "kernel", None) is not None:
+        return _verify_kernels(args)
     targets, explicit = _targets(args.targets)
     user, generated = _frames(args)
-    report, failed = [], False
+    report, failed, empty = [], False, []
     for path in args.files:
         compiled = load(path)
         if not compiled.ok:
@@ -75,8 +81,11 @@ def _verify(args: argparse.Namespace) -> int:
                                      user, generated)
         failed |= any(r.failed for r in results)
         report.append((compiled.source.name, results))
+        why = _nothing_verified(results)
+        if why is not None:
+            empty.append((compiled.source.name, why, _environment(results)))
     if args.format == "json":
-        print_json({"ok": not failed, "files": [
+        print_json({"ok": not (failed or empty), "files": [
             {"file": p, "pcap": args.pcap, "pcap_frames": len(user),
              "generated_frames": generated, "targets": [r.to_json() for r in rs]}
             for p, rs in report]})
@@ -87,7 +96,73 @@ def _verify(args: argparse.Namespace) -> int:
         for path, results in report:
             console.print(verify_table(path, results))
             _print_details(results)
-    return 1 if failed else 0
+    for path, why, _ in empty:
+        print(f"pfc verify: error: {shown(path)}: nothing verified: {shown(why)}",
+              file=sys.stderr)
+    if any(environment for *_, environment in empty):
+        return 2
+    return 1 if failed or empty else 0
+
+
+def _nothing_verified(results) -> str | None:
+    from pfc.verifier.run import nothing_verified  # hypothesis: only when verifying
+
+    return nothing_verified(results)
+
+
+def _environment(results) -> bool:
+    """Whether nothing ran for want of privileges or a kernel feature (exit 2), not
+    because no target can express the policy (exit 1)."""
+    return any(r.status == "compiled-only" for r in results)
+
+
+def _verify_kernels(args: argparse.Namespace) -> int:
+    """``--kernel``: ``pfc verify`` itself in each kernel (pfc.verifier.kernels)."""
+    from pfc.verifier import kernels
+
+    try:
+        chosen = kernels.parse_kernels(args.kernel)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    _targets(args.targets)  # usage errors here, before any boot
+    if "-" in args.files or args.pcap == "-":
+        raise UsageError("--kernel reads policies and captures from files, not `-`")
+    out = args.pcap_out or Path("pfc-verify")
+    argv = kernels.verify_args(args.files, args.targets, args.frames, args.seed,
+                               args.pcap, out)
+    runs = [kernels.run_host(argv, out) if k == kernels.HOST
+            else kernels.run(k, args.files, argv, out) for k in chosen]
+    if args.format == "json":
+        print_json({"ok": all(r.ok for r in runs), "kernels": [r.to_json() for r in runs]})
+    else:
+        for r in runs:
+            _print_kernel(r)
+    if any(r.error and r.returncode == 2 for r in runs):
+        return 2
+    return 0 if all(r.ok for r in runs) else 1
+
+
+def _print_kernel(run) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    head = f"kernel {run.kernel}" + (f" ({run.release})" if run.release else "")
+    if run.error:
+        print(f"{shown(head)}: {shown(run.error)}")
+        return
+    for entry in run.report.get("files", []):
+        table = Table(title=cell(f"pfc verify {entry['file']} — {head}"), show_edge=False)
+        for col in ("target", "hook", "frames", "agree", "disagree", "status"):
+            table.add_column(col, overflow="fold")
+        for t in entry["targets"]:
+            table.add_row(*(cell(str(t[k])) for k in ("target", "hook", "frames", "agree",
+                                                       "disagree", "status")))
+        Console().print(table)
+        for t in entry["targets"]:
+            if t["status"] != "agree" and (t.get("reason") or t.get("not_expressible")):
+                why = t.get("reason") or "; ".join(
+                    f"line {n['line']}: {n['rule']}" for n in t["not_expressible"])
+                print(f"  {t['target']}: {shown(why)}")
 
 
 def _run_with_progress(compiled, targets: list[str] | None, args: argparse.Namespace,
@@ -142,20 +217,35 @@ def status_cell(r):
 def _print_details(results) -> None:
     """Plain lines (never wrapped): they are meant to be copied into a shell."""
     for r in results:
+        at = f" at hook {r.hook}" if r.hook else ""
         for line, text in r.not_expressible:
-            print(f"  {r.target}: not expressible: line {line}: {shown(text)}")
+            print(f"  {r.target}: not expressible{at}: line {line}: {shown(text)}")
+        if r.hint:
+            print(f"  {r.target}: hint: {shown(r.hint)}")
         if r.status == "compiled-only":
             print(f"  {r.target}: compiled only, not run: {shown(r.reason)}")
+        for note in r.notes:  # another hook than the default; buckets at 1/minute
+            print(f"  {r.target}: note: {shown(note)}")
         if r.report is not None and not r.report.ok:
             print(f"  {r.target}: " + r.report.summary().replace("\n", "\n    "))
         if r.pcap:
-            print(f"  minimal failing frame: {shown(str(r.pcap))}; replay with:")
-            for cmd in r.replay:
-                print(f"    {shown(cmd)}")
+            _print_replay(r)
         elif r.status == "disagree" and r.reason:  # the failing frames were not written
             print(f"  {r.target}: {shown(r.reason)}")
-        elif r.status == "agree" and r.reason:  # e.g. buckets verified at 1/minute
-            print(f"  {r.target}: note: {shown(r.reason)}")
+
+
+def _print_replay(r) -> None:
+    if not r.report.mismatches:  # only the counters differ: the frames they counted
+        n = r.pcap_frame
+        print(f"  the counters differ over: {shown(str(r.pcap))}, {n} frame{'s' * (n != 1)}; "
+              "replay with:")
+    elif r.pcap_frame == 1:
+        print(f"  minimal failing frame: {shown(str(r.pcap))}; replay with:")
+    else:
+        print(f"  failing sequence: {shown(str(r.pcap))}, {r.pcap_frame} frames, the "
+              "failing one last (its state depends on the frames before); replay with:")
+    for cmd in r.replay:
+        print(f"    {shown(cmd)}")
 
 
 VERIFY = Command("verify", "check every target against the reference interpreter, in the kernel",
@@ -164,6 +254,9 @@ VERIFY = Command("verify", "check every target against the reference interpreter
                  "on the frames its hook can see (BPF_PROG_TEST_RUN, a packet socket, a\n"
                  "throw-away namespace), and compare verdicts, rewritten bytes and counters\n"
                  "with the reference interpreter. On a disagreement: exit 1, a minimal failing\n"
-                 "pcap (shrunk by hypothesis) and the commands to replay it. Needs root for the\n"
-                 "kernel runs; without it, targets are only compiled and the report says so.",
+                 "pcap (shrunk by hypothesis; for a stateful policy, the frames up to the\n"
+                 "failing one) and the commands to replay it. A target whose default hook\n"
+                 "cannot express the policy (ct state) runs at one that can. Needs root for\n"
+                 "the kernel runs; without it, targets are only compiled, and a policy on\n"
+                 "which no target ran fails: exit 2 (exit 1 when none can express it).",
                  _args, _verify)

@@ -32,14 +32,15 @@ unloaded (``unlisted = "keep"`` keeps them).
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pfc.deploy import journal, sets, snapshot, state
 from pfc.deploy import load as deploying
-from pfc.deploy import sets, snapshot, state
-from pfc.deploy.base import LoadError, current_netns, in_netns, netns_path
+from pfc.deploy.base import LoadError, current_netns, in_netns, netns_path, unwritable
 from pfc.deploy.preview import load_compiled
 from pfc.frontend.diagnostics import CompileError
 from pfc.frontend.pipeline import Compiled, compile_path
@@ -84,40 +85,64 @@ def config_path(given: str | None = None) -> Path:
 
 
 def read_config(path: Path) -> Config:
-    """The config at ``path``; ConfigError naming the file (and line) otherwise."""
+    """The config at ``path``; ConfigError naming the file and the TOML line (the
+    key's, else its ``[[policy]]`` table's) otherwise."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
     except OSError as exc:
-        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+        raise ConfigError(f"{path}: cannot read it: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
     unknown = set(data) - {"policy", "unlisted"}
     if unknown:
-        raise ConfigError(f"{path}: unknown key `{sorted(unknown)[0]}` (keys: policy, "
-                          "unlisted)")
+        key = sorted(unknown)[0]
+        raise ConfigError(f"{path}:{_line(text, 0, key)}: unknown key `{key}` (keys: "
+                          "policy, unlisted)")
     if data.get("unlisted", "unload") not in ("unload", "keep"):
-        raise ConfigError(f"{path}: unlisted must be \"unload\" or \"keep\"")
+        raise ConfigError(f"{path}:{_line(text, 0, 'unlisted')}: unlisted must be "
+                          "\"unload\" or \"keep\"")
     policies = data.get("policy", [])
     if not isinstance(policies, list):
-        raise ConfigError(f"{path}: `policy` must be a list of tables ([[policy]])")
+        raise ConfigError(f"{path}:{_line(text, 0, 'policy')}: `policy` must be a list "
+                          "of tables ([[policy]])")
     here = current_netns()
-    entries = [_entry(path, i, p, here) for i, p in enumerate(policies, 1)]
+    entries = [_entry(path, text, i, p, here) for i, p in enumerate(policies, 1)]
     seen: set[tuple[str, str, str]] = set()
-    for e in entries:
+    for i, e in enumerate(entries, 1):
         if (e.netns, e.dev, e.target) in seen:
-            raise ConfigError(f"{path}: {e.place} is listed twice")
+            raise ConfigError(f"{path}:{_line(text, i)}: policy {i}: {e.place} is listed "
+                              "twice")
         seen.add((e.netns, e.dev, e.target))
     return Config(path, entries, data.get("unlisted", "unload"))
 
 
-def _entry(path: Path, n: int, p: object, here: str) -> Entry:
-    where = f"{path}: policy {n}"
+def _line(text: str, n: int, key: str | None = None) -> int:
+    """The line of ``key`` in the ``n``-th ``[[policy]]`` table (0: before the first
+    table), or of that table's header; 1 when neither is found (an inline table)."""
+    tables = [i for i, ln in enumerate(text.splitlines(), 1)
+              if ln.strip().replace(" ", "").startswith("[[policy]]")]
+    lines = text.splitlines()
+    start = 0 if n == 0 else (tables[n - 1] if n <= len(tables) else 0)
+    end = (tables[n] - 1 if n < len(tables) else len(lines)) if n else \
+        (tables[0] - 1 if tables else len(lines))
+    if key is not None:
+        pattern = re.compile(rf'^\s*("?){re.escape(key)}\1\s*=')
+        for i in range(start, end):
+            if pattern.match(lines[i]):
+                return i + 1
+    return start or 1
+
+
+def _entry(path: Path, text: str, n: int, p: object, here: str) -> Entry:
+    where = f"{path}:{_line(text, n)}: policy {n}"
     if not isinstance(p, dict):
         raise ConfigError(f"{where}: not a table")
     unknown = set(p) - KEYS
     if unknown:
-        raise ConfigError(f"{where}: unknown key `{sorted(unknown)[0]}` (keys: "
-                          f"{', '.join(sorted(KEYS))})")
+        key = sorted(unknown)[0]
+        raise ConfigError(f"{path}:{_line(text, n, key)}: policy {n}: unknown key `{key}` "
+                          f"(keys: {', '.join(sorted(KEYS))})")
     for key in ("file", "dev", "target"):
         if not isinstance(p.get(key), str) or not p[key]:
             raise ConfigError(f"{where}: `{key}` is required (a string)")
@@ -154,50 +179,81 @@ class Outcome:
 DryRun = Callable[[Compiled, Entry], object]  # pfc.api's dry run of one entry
 
 
-def _current(e: Entry) -> tuple[state.Record | None, str, snapshot.Copy | None]:
-    """pfc's record at the entry's place, the kernel's health of it, and its copy."""
+@dataclass
+class Current:
+    """What is at an entry's place: pfc's record, the kernel's health of it, pfc's
+    copy of its sources (only one whose digest is the record's), and notes (an
+    unfinished load or set settled first, a copy that is not the record's)."""
+
+    record: state.Record | None
+    health: str
+    copy: snapshot.Copy | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _current(e: Entry, settle: bool = True) -> Current:
     if netns_path(e.netns) is None:
         raise LoadError(f"network namespace `{e.netns}` does not exist",
                         hint="list namespaces with `ip netns list`")
-    with in_netns(e.netns), state.locked():
-        try:
-            record = state.read(e.netns, e.dev, e.target)
-        except state.Unreadable:
-            return None, "vanished", None
-        copy = snapshot.read_loaded(e.netns, e.dev, e.target)
+    try:
+        with in_netns(e.netns), state.locked():
+            notes = deploying.recover(e.netns, e.dev, e.target) if settle else []
+            try:
+                record = state.read(e.netns, e.dev, e.target)
+            except state.Unreadable:
+                return Current(None, "vanished", None, notes)
+            copy, why = snapshot.checked(record) if record else (None, None)
+    except state.Unwritable as exc:
+        raise unwritable(exc, "nothing was changed") from None
     if record is None:
-        return None, "vanished", None
+        return Current(None, "vanished", None, notes)
+    if why:
+        notes.append(f"note: {why}; loading the policy again")
     health = deploying.inspect(record).health
     if health == "ok":
         with in_netns(e.netns):
             health = "changed" if sets.drift(record) else "ok"
-    return record, health, copy
+    return Current(record, health, copy, notes)
 
 
 def apply_entry(e: Entry, dry: DryRun | None = None) -> Outcome:
-    record, health, copy = _current(e)
+    now = _current(e, settle=dry is None)
     compiled = compile_path(e.file)
     if not compiled.ok:
         raise CompileError(compiled.diagnostics, compiled.sources)
     wanted = snapshot.Copy.of(compiled, e.options)
-    if record is not None and health == "ok" and copy and copy.applied == wanted.digest:
-        return Outcome(e.place, "unchanged")
-    action = "loaded" if record is None else ("replaced" if health == "ok" else "repaired")
+    if now.record is not None and now.health == "ok" and now.copy and \
+            now.copy.applied == wanted.digest:
+        return Outcome(e.place, "unchanged", now.notes)
+    action = "loaded" if now.record is None else \
+        ("replaced" if now.health == "ok" else "repaired")
     if dry is not None:
-        return Outcome(e.place, action, preview=dry(compiled, e))
-    result = load_compiled(compiled, e.target, e.dev, e.netns, record is not None, e.mode,
-                           e.hook, e.table)
-    snapshot.keep_last_good(e.netns, e.dev, e.target, wanted)
-    return Outcome(e.place, action, result.messages)
+        return Outcome(e.place, action, now.notes, preview=dry(compiled, e))
+    result = load_compiled(compiled, e.target, e.dev, e.netns, now.record is not None,
+                           e.mode, e.hook, e.table)
+    journal.point("applied")
+    return Outcome(e.place, action, now.notes + result.messages + _keep(e, wanted))
+
+
+def _keep(e: Entry, wanted: snapshot.Copy) -> list[str]:
+    """The last good copy of what was applied; a warning if it cannot be written (the
+    policy is loaded all the same)."""
+    try:
+        snapshot.keep_last_good(e.netns, e.dev, e.target, wanted)
+    except state.Unwritable as exc:
+        return [f"warning: the policy is loaded, but its last good copy was not kept: "
+                f"{exc} ({exc.need()})"]
+    return []
 
 
 def fallback(e: Entry, why: str) -> Outcome:
     """After ``why`` (the entry failed): keep what is in force; load the last good copy
     when nothing of pfc's is."""
     try:
-        record, health, _ = _current(e)
+        now = _current(e)
     except LoadError as exc:
         return Outcome(e.place, "failed", [why, exc.cause])
+    record, health = now.record, now.health
     if record is not None and health != "vanished":
         return Outcome(e.place, "failed", [why, "the previous policy stays in force "
                                            f"({record.policy}, loaded {record.loaded_at})"])

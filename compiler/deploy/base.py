@@ -32,6 +32,30 @@ class LoadError(Exception):
         self.hint = hint
 
 
+def unwritable(exc: state.Unwritable, outcome: str) -> LoadError:
+    """The LoadError of a state directory that refused a write: the path, what pfc
+    needs there and ``outcome`` (what the kernel holds now, for the user)."""
+    return LoadError(f"{exc} ({exc.need()})" + (f"; {outcome}" if outcome else ""),
+                     hint=exc.hint())
+
+
+def check_kernel(artifact) -> None:
+    """Refuse, before anything is touched, an eBPF artifact that needs a feature the
+    running kernel lacks (``meta["kernel_needs"]``; probed, docs/kernels.md)."""
+    needs = artifact.meta.get("kernel_needs")
+    if not needs:
+        return
+    from pfc.backends.ebpf import kernels
+
+    lacking = kernels.lacking_here(list(needs), artifact.hook)
+    if lacking:
+        running = kernels.running()
+        raise LoadError("; ".join(kernels.refusal(f, running, artifact.hook)
+                                  for f in lacking) + f" (running {os.uname().release})",
+                        hint="`pfc compile --kernel host` shows what this kernel can take; "
+                        "nft and iptables express the same policy (docs/kernels.md)")
+
+
 # ------------------------------------------------------------------------ privileges
 
 def effective_caps() -> set[int]:
@@ -70,12 +94,24 @@ def _ns_inode(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def init_netns_path() -> str:
+    """Where the init network namespace can be entered: pid 1's, or where pid 1 is
+    out of reach (a sandbox's init, EACCES even for root) kthreadd's: kernel threads
+    live in the init namespaces."""
+    if _ns_inode("/proc/1/ns/net") is not None:
+        return "/proc/1/ns/net"
+    with contextlib.suppress(OSError), open("/proc/2/comm") as f:
+        if f.read().strip() == "kthreadd" and _ns_inode("/proc/2/ns/net") is not None:
+            return "/proc/2/ns/net"
+    return "/proc/1/ns/net"
+
+
 def current_netns() -> str:
     """The name of the calling thread's network namespace: its ``/run/netns`` name
     (also inside ``ip netns exec NS``, which keeps /run), ``default`` for the init
     namespace, else ``netns-INODE`` (a container's, say)."""
     here = _ns_inode("/proc/thread-self/ns/net")
-    if here == _ns_inode("/proc/1/ns/net"):
+    if here is not None and here == _ns_inode(init_netns_path()):
         return DEFAULT_NETNS
     with contextlib.suppress(OSError):
         for name in sorted(os.listdir(NETNS_DIR)):
@@ -107,7 +143,7 @@ def netns_path(name: str) -> str | None:
     """Where namespace ``name`` can be entered, or None if it does not exist: its
     ``/run/netns`` file, or for ``netns-INODE`` a process's ``/proc/PID/ns/net``."""
     if name == DEFAULT_NETNS:
-        return "/proc/1/ns/net"
+        return init_netns_path()
     if name == current_netns():
         return "/proc/thread-self/ns/net"
     if "/" in name or name in (".", ".."):
@@ -188,9 +224,20 @@ def ifindex(dev: str, netns: str) -> int:
     except OSError:
         where = "the current namespace" if netns == DEFAULT_NETNS else f"namespace `{netns}`"
         raise LoadError(f"device `{dev}` does not exist in {where}",
-                        hint="list devices with `ip link`" +
-                        (f" (`ip -n {netns} link`)" if netns != DEFAULT_NETNS else "")) \
-            from None
+                        hint="list devices with `ip link`" + _ip_n(netns)) from None
+
+
+def _ip_n(netns: str) -> str:
+    """How ``ip`` lists that namespace's devices: ``-n NAME`` knows only the names of
+    /run/netns; another one (``netns-INODE``) is entered through a process in it."""
+    if netns == DEFAULT_NETNS:
+        return ""
+    if os.path.exists(f"{NETNS_DIR}/{netns}"):
+        return f" (`ip -n {netns} link`)"
+    where = netns_path(netns)
+    if where and where.startswith("/proc/") and where != "/proc/thread-self/ns/net":
+        return f" (`nsenter --net={where} ip link`)"
+    return " in that namespace (it has no name in /run/netns, so `ip -n` cannot name it)"
 
 
 # ------------------------------------------------------------------------ the plan

@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import tempfile
 
 from pfc.deploy import journal, state
 from pfc.deploy.base import (
@@ -71,14 +70,20 @@ def open_object(plan: Plan) -> bpf.Object:
                         f"{os.strerror(exc.errno)}", hint=_log_hint(exc)) from None
 
 
+LOG_TAIL = 3  # lines of the verifier log a refusal quotes (its verdict is last)
+
+
 def _log_hint(exc: BpfError) -> str:
+    """The verifier's last lines, quoted; no file is left behind (the whole log comes
+    again from ``bpftool prog loadall`` of the compiled object)."""
     if exc.errno == errno.EPERM:
         return "loading eBPF needs CAP_BPF (or CAP_SYS_ADMIN) and enough RLIMIT_MEMLOCK"
-    fd, path = tempfile.mkstemp(prefix="pfc-verifier-", suffix=".log")
-    with os.fdopen(fd, "w") as f:
-        f.write(str(exc) + "\n" + (exc.log or ""))
-    return (f"the verifier log is in {path}; a program pfc generated that the verifier "
-            "refuses is a pfc bug: please report it with the policy")
+    lines = [ln.strip() for ln in (exc.log or exc.messages or "").splitlines() if ln.strip()]
+    said = " | ".join(ln[:160] for ln in lines[-LOG_TAIL:]) or "(no log)"
+    return (f"the verifier log ends: {said}; a program pfc generated that the verifier "
+            "refuses is a pfc bug: please report it with the policy (`pfc compile FILE "
+            "--target T -o DIR`, then `bpftool prog loadall DIR/FILE.T.o "
+            "/sys/fs/bpf/x` prints the whole log)")
 
 
 def counter_slots(meta: dict) -> dict:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pfc.deploy import ipt_text as tx
 from pfc.deploy import journal, state
 from pfc.deploy.base import LoadError
+from pfc.kernel import nftlib
 
 TOOLS = {4: "iptables", 6: "ip6tables"}
 NAMES = {4: "IPv4", 6: "IPv6"}
@@ -109,12 +110,20 @@ def sets_present() -> set[str]:
     return set()
 
 
+def _nftables():
+    """libnftables' binding (iptables-nft keeps its tables in nftables)."""
+    try:
+        return nftlib.load()
+    except nftlib.NftablesMissing as exc:
+        raise LoadError(str(exc), hint=exc.hint) from None
+
+
 def has_table(family: int, where: dict) -> bool:
     """iptables-nft keeps each table as an nftables table (``ip raw``, ``ip6 raw``),
     created by the first rule; legacy tables always exist (kernel modules)."""
     if where["flavour"] != "nft":
         return True
-    import nftables
+    nftables = _nftables()
 
     # `list chains FAMILY`: `list table T` and even `list tables` fetch every rule
     # (measured: 5-7 s each with the 65k lines of an 8k-rule policy's tree,
@@ -132,7 +141,7 @@ def has_base(family: int, where: dict) -> bool:
 
 
 def _nft(command: str) -> bool:
-    import nftables
+    nftables = _nftables()
 
     rc, _, _ = nftables.Nftables().cmd(command)
     return rc == 0

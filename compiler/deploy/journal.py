@@ -12,31 +12,57 @@ kernel holds the old policy: what the dead load had created is removed), and say
 which (:func:`pfc.deploy.load.recover`). Every step runs under the state lock, so an
 intent found under the lock is never a load still running.
 
-``PFC_TEST_KILL_AT=PHASE`` makes the process SIGKILL itself at that phase boundary
-(:func:`point`), for the tests; one dictionary lookup per boundary otherwise.
+Every commit point of a load, a ``pfc set`` and an ``apply`` is a named phase boundary
+(:func:`point`). For the tests: ``PFC_TEST_KILL_AT=PHASE`` (or ``PHASE#N``, its Nth
+passage) makes the process SIGKILL itself there, and ``PFC_TEST_TRACE=FILE`` appends
+each boundary passed to FILE, one a line (so a test can kill a command at every point
+it has); otherwise one dictionary lookup per boundary.
+
+Room: after writing the intent, a load reserves twice its size in the state directory
+(:func:`pfc.deploy.state.reserve`) before it changes the kernel, so a directory that
+fills up meanwhile still takes the record of what the kernel holds.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import os
+import secrets
 import signal
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 
 from pfc.deploy import state
 
-KILL_ENV = "PFC_TEST_KILL_AT"
+KILL_ENV, TRACE_ENV = "PFC_TEST_KILL_AT", "PFC_TEST_TRACE"
+RESERVE = ".reserve"  # a load's reserved room, beside its intent
+_SEED = secrets.token_hex(6)
+_passed: collections.Counter = collections.Counter()
+
+
+def token() -> str:
+    """This process (a fork is another one): its own unfinished work is not stale."""
+    return f"{os.getpid()}-{_SEED}"
 
 
 def point(phase: str) -> None:
     """A phase boundary: SIGKILL this process if the tests asked for it here."""
-    if os.environ.get(KILL_ENV) == phase:
+    if kill_requested(phase):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
 def kill_requested(phase: str) -> bool:
-    return os.environ.get(KILL_ENV) == phase
+    """Count (and trace) a passage of ``phase``; whether the tests want it killed."""
+    want, trace = os.environ.get(KILL_ENV), os.environ.get(TRACE_ENV)
+    if not want and not trace:
+        return False
+    _passed[phase] += 1
+    if trace:
+        with open(trace, "a") as f:
+            f.write(f"{phase}\n")
+    name, _, nth = (want or "").partition("#")
+    return name == phase and _passed[phase] == int(nth or 1)
 
 
 @dataclass
@@ -103,9 +129,19 @@ class Txn:
         self.intent: Intent | None = None
 
     def begin(self, old: dict | None, new: dict) -> None:
+        """The intent written and room reserved, before the kernel changes
+        (:class:`pfc.deploy.state.Unwritable` then: nothing was changed)."""
         r = self.record
-        self.intent = Intent(r.target, r.dev, r.netns, "begun", old, new, r.to_json())
-        write(self.intent)
+        intent = Intent(r.target, r.dev, r.netns, "begun", old, new, r.to_json())
+        p = _path(r.netns, r.dev, r.target)
+        write(intent)
+        try:
+            state.reserve(state.path(r.netns, r.dev, r.target, RESERVE),
+                          2 * p.stat().st_size + 16384)
+        except OSError:  # (Unwritable): nothing changed yet
+            clear(r.netns, r.dev, r.target)
+            raise
+        self.intent = intent
         point("begun")
 
     def step(self, phase: str, **new) -> None:
@@ -120,3 +156,4 @@ class Txn:
         if self.intent is not None:
             clear(self.intent.netns, self.intent.dev, self.intent.target)
             self.intent = None
+        state.release()

@@ -19,11 +19,13 @@ holds then, as checked, never what it should hold. Records are a cache: the kern
 is the source of truth (:class:`Loader`), and ``status`` says when the two disagree.
 
 Errors the user can act on are :class:`LoadError` (a one-line cause and a hint; the
-CLI exits 2).
+CLI exits 2); a state directory that is full or read-only is one of them, and says
+whether the new policy is in force.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +40,7 @@ from pfc.deploy.base import (
     LoadError,
     Plan,
     Recovery,
+    check_kernel,
     check_privileges,
     current_netns,
     current_netns_id,
@@ -45,7 +48,9 @@ from pfc.deploy.base import (
     in_netns,
     netns_alive,
     netns_path,
+    unwritable,
 )
+from pfc.deploy.sets import pending as set_pending
 from pfc.frontend import ir
 
 TARGETS = ("xdp", "tc", "nft", "iptables")
@@ -64,6 +69,9 @@ def loader(target: str) -> Loader:
     if target == "iptables":
         from pfc.deploy import iptables as load_ipt
         return load_ipt.LOADER
+    if target == "firewall":  # a whole firewall (v2): pfc.deploy.firewall
+        from pfc.deploy.firewall import loader as load_fw
+        return load_fw.LOADER
     raise LoadError(f"`pfc load` cannot attach target `{target}`",
                     hint="loadable targets: " + ", ".join(TARGETS) +
                     "; socket filters are attached by the application "
@@ -89,14 +97,17 @@ def settle(intent: journal.Intent, found: Recovery) -> list[str]:
     retire the old policy ("new"), or leave the record as it was ("old", "other");
     clear the intent. Returns what was done, for the user."""
     impl = loader(intent.target)
+    where = (intent.netns, intent.dev, intent.target)
     if found.verdict == "new":
         record = state.Record.from_json(intent.record)
         record.attach = found.attach or {}
         state.write(record)
+        snapshot.commit(*where, record.copy_digest)
         retired = impl.retire(intent.old, record.attach)
-        journal.clear(intent.netns, intent.dev, intent.target)
+        journal.clear(*where)
         return [f"finished {_what(intent)}: {found.detail}; its record is written"] + retired
-    journal.clear(intent.netns, intent.dev, intent.target)
+    snapshot.discard_pending(*where)
+    journal.clear(*where)
     if found.verdict == "old":
         return [f"rolled back {_what(intent)}: {found.detail}"] + found.removed
     return [f"could not finish or roll back {_what(intent)}: {found.detail}; pfc's record "
@@ -104,27 +115,45 @@ def settle(intent: journal.Intent, found: Recovery) -> list[str]:
 
 
 def recover(netns: str, dev: str, target: str) -> list[str]:
-    """Finish or roll back an unfinished load of (netns, dev, target), if there is one;
-    call with the lock held, inside the namespace."""
+    """Finish or roll back an unfinished load of (netns, dev, target), then an
+    unfinished ``pfc set`` (:mod:`pfc.deploy.sets.pending`), if there is one; remove
+    what a process killed before it began left (a reserve, a new copy); call with the
+    lock held, inside the namespace."""
     try:
         intent = journal.read(netns, dev, target)
     except state.Unreadable as exc:
         state.remove_file(exc.where)
-        return [f"warning: {exc}; removed it (`pfc status` shows what the kernel holds)"]
-    if intent is None:
-        return []
-    return settle(intent, loader(target).recover(intent))
+        out = [f"warning: {exc}; removed it (`pfc status` shows what the kernel holds)"]
+    else:
+        out = [] if intent is None else settle(intent, loader(target).recover(intent))
+    out += set_pending.settle(netns, dev, target)
+    _stale(netns, dev, target)
+    return out
+
+
+def _stale(netns: str, dev: str, target: str) -> None:
+    """A reserve or a new copy with no unfinished load or set of their own left."""
+    reserve = state.path(netns, dev, target, journal.RESERVE)
+    if reserve.exists() and not state.reserved(reserve):
+        state.remove_file(reserve)
+    if not set_pending.marker(netns, dev, target).exists() and \
+            snapshot.pending_path(netns, dev, target).exists():
+        snapshot.discard_pending(netns, dev, target)
 
 
 def recover_all(netns: str | None) -> list[str]:
-    """Every unfinished load (of one namespace); an intent of a namespace that no
-    longer exists is dropped (everything in it went with it)."""
+    """Every unfinished load or ``pfc set`` (of one namespace); one of a namespace
+    that no longer exists is dropped (everything in it went with it)."""
     out = []
-    for ns, dev, target in journal.pending(netns):
+    places = sorted(set(journal.pending(netns)) | set(set_pending.places(netns)) |
+                    set(state.places(netns, None, snapshot.PENDING)) |
+                    set(state.places(netns, None, journal.RESERVE)))
+    for ns, dev, target in places:
         if not netns_alive(ns, None):
             journal.clear(ns, dev, target)
-            out.append(f"dropped an interrupted {target} load on {dev}: namespace {ns} no "
-                       "longer exists")
+            set_pending.clear(ns, dev, target)
+            out.append(f"dropped an interrupted {target} load or set on {dev}: namespace "
+                       f"{ns} no longer exists")
             continue
         with in_netns(ns):
             out += recover(ns, dev, target)
@@ -136,22 +165,39 @@ def _failed(txn: journal.Txn, exc: LoadError) -> LoadError:
     now, as checked (the same verdict the next command would reach)."""
     intent = txn.intent
     if intent is None:
-        return LoadError(exc.cause + "; nothing was changed", exc.hint)
+        return LoadError(exc.cause + "; nothing was changed: the new policy is not in "
+                         "force", exc.hint)
     try:
         found = loader(intent.target).recover(intent)
     except Exception as err:  # noqa: BLE001 - the next command will retry
         return LoadError(f"{exc.cause}; could not check what the kernel holds now ({err}): "
                          "the next pfc command will finish or roll back this load", exc.hint)
-    settle(intent, found)
+    try:
+        settle(intent, found)
+    except state.Unwritable as err:
+        why = "" if str(err) in exc.cause else f" ({err}: {err.need()})"
+        return LoadError(f"{exc.cause}; {_unrecorded(found)}{why}", exc.hint or err.hint())
     txn.intent = None
     if found.verdict == "old":
-        return LoadError(f"{exc.cause}; the kernel holds what it held before (checked: "
-                         f"{found.detail})", exc.hint)
+        return LoadError(f"{exc.cause}; the new policy is not in force: the kernel holds "
+                         f"what it held before (checked: {found.detail})", exc.hint)
     if found.verdict == "new":
-        return LoadError(f"{exc.cause}; but the new policy is in force (checked: "
+        return LoadError(f"{exc.cause}; but the new policy IS in force (checked: "
                          f"{found.detail}) and recorded", exc.hint)
     return LoadError(f"{exc.cause}; the kernel now holds neither policy (checked: "
                      f"{found.detail})", exc.hint)
+
+
+def _unrecorded(found: Recovery) -> str:
+    """What a load whose settling could not be written leaves (the intent stays: the
+    next pfc command with room writes it)."""
+    if found.verdict == "new":
+        return (f"the new policy IS in force (checked: {found.detail}) but pfc could not "
+                "write its record: the next pfc command that can write there does")
+    if found.verdict == "old":
+        return (f"the new policy is not in force: the kernel holds what it held before "
+                f"(checked: {found.detail})")
+    return f"the kernel holds neither policy (checked: {found.detail})"
 
 
 # ------------------------------------------------------------------------ commands
@@ -203,41 +249,57 @@ def load(artifact: Artifact, policy_path: str, source_text: str,
     the policy's sources, kept beside the record (:mod:`pfc.deploy.snapshot`)."""
     target = artifact.target
     check_privileges(target, netns)
+    check_kernel(artifact)
     impl = loader(target)
     _check_dev(dev)
-    with in_netns(netns) as ns_name, state.locked():
-        messages = recover(ns_name, dev, target)
-        previous = _previous(impl, ns_name, dev, target, messages)
-        plan = Plan(artifact, dev, ifindex(dev, ns_name), ns_name, force, mode,
-                    dict(options or {}))
-        record = state.Record(
-            target=target, hook=artifact.hook, dev=dev, netns=ns_name,
-            policy=str(Path(policy_path).resolve()),
-            sha256=hashlib.sha256(source_text.encode()).hexdigest(),
-            loaded_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            rules=rows, default="audit" if artifact.policy.default_audit else
-            artifact.policy.default.value, netns_id=current_netns_id())
-        messages += _transaction(impl, plan, previous, journal.Txn(record))
-        if copy is not None:
-            snapshot.write_loaded(ns_name, dev, target, copy)
-        else:
-            snapshot.remove_loaded(ns_name, dev, target)
+    try:
+        with in_netns(netns) as ns_name, state.locked():
+            messages = recover(ns_name, dev, target)
+            previous = _previous(impl, ns_name, dev, target, messages)
+            plan = Plan(artifact, dev, ifindex(dev, ns_name), ns_name, force, mode,
+                        dict(options or {}))
+            record = state.Record(
+                target=target, hook=artifact.hook, dev=dev, netns=ns_name,
+                policy=str(Path(policy_path).resolve()),
+                sha256=hashlib.sha256(source_text.encode()).hexdigest(),
+                loaded_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                rules=rows, default="audit" if artifact.policy.default_audit else
+                artifact.policy.default.value, netns_id=current_netns_id(),
+                copy_digest=copy.digest if copy is not None else None)
+            if copy is not None:
+                snapshot.write_pending(ns_name, dev, target, copy)
+                journal.point("prepared")
+            messages += _transaction(impl, plan, previous, journal.Txn(record))
+    except state.Unwritable as exc:  # before the kernel changed (else: _transaction)
+        with contextlib.suppress(state.Unwritable, LoadError), in_netns(netns) as ns:
+            snapshot.discard_pending(ns, dev, target)  # (the next command would)
+        raise unwritable(exc, "nothing was changed: the new policy is not in force") \
+            from None
+    finally:
+        state.release()
     return Result(record, messages)
 
 
 def _transaction(impl: Loader, plan: Plan, previous: state.Record | None,
                  txn: journal.Txn) -> list[str]:
+    where = (plan.netns, plan.dev, txn.record.target)
     try:
         info, messages = impl.attach(plan, previous, txn)
         txn.record.attach = info
         state.write(txn.record)
         journal.point("recorded")
+        snapshot.commit(*where, txn.record.copy_digest)
+        journal.point("copied")
         assert txn.intent is not None
         messages += impl.retire(txn.intent.old, info)
         journal.point("retired")
         txn.clear()
     except LoadError as exc:
         raise _failed(txn, exc) from None
+    except state.Unwritable as exc:
+        if txn.intent is None:
+            raise
+        raise _failed(txn, unwritable(exc, "")) from None
     except BaseException:
         if txn.intent is not None:  # Ctrl-C, a crash: settle it now if we can
             intent = txn.intent
@@ -253,17 +315,22 @@ def unload(target: str, dev: str, netns: str | None = None, force: bool = False)
     impl = loader(target)
     _check_dev(dev)
     ns_name = netns or current_netns()
-    with state.locked():
-        if not netns_alive(ns_name, None):
-            return _unload_gone(ns_name, dev, target)
-        with in_netns(ns_name):
-            messages = recover(ns_name, dev, target)
-            record, more = _unload_record(impl, ns_name, dev, target, force)
-            messages += more
-            if record is not None:
-                messages += impl.detach(record, force)
-        state.remove_file(state.path(ns_name, dev, target))
-        snapshot.remove_loaded(ns_name, dev, target)
+    try:
+        with state.locked():
+            state.check_writable()  # before the kernel changes: the records must follow
+            if not netns_alive(ns_name, None):
+                return _unload_gone(ns_name, dev, target)
+            with in_netns(ns_name):
+                messages = recover(ns_name, dev, target)
+                record, more = _unload_record(impl, ns_name, dev, target, force)
+                messages += more
+                if record is not None:
+                    messages += impl.detach(record, force)
+            state.remove_file(state.path(ns_name, dev, target))
+            snapshot.remove_loaded(ns_name, dev, target)
+            set_pending.clear(ns_name, dev, target)
+    except state.Unwritable as exc:
+        raise unwritable(exc, "nothing was unloaded") from None
     return Result(record, messages)
 
 
@@ -298,6 +365,7 @@ def _unload_gone(netns: str, dev: str, target: str) -> Result:
     state.remove_file(p)
     snapshot.remove_loaded(netns, dev, target)
     journal.clear(netns, dev, target)
+    set_pending.clear(netns, dev, target)
     return Result(None, [f"namespace {netns} is gone (with everything in it); removed "
                          "pfc's record of it"])
 
@@ -319,6 +387,7 @@ class Report:
     gone: list[state.Record]  # records of namespaces that no longer exist
     pruned: bool = False  # ``gone`` were removed
     elsewhere: list[str] = field(default_factory=list)  # other namespaces with records
+    every: bool = False  # every namespace's records (``--all``)
 
 
 def status(dev: str | None = None, netns: str | None = None) -> list[Status]:
@@ -338,6 +407,14 @@ def report(dev: str | None = None, netns: str | None = None, every: bool = False
                         hint="list namespaces with `ip netns list`; `pfc status --prune` "
                              "removes the records of namespaces that are gone")
     scope = None if every else (netns or current_netns())
+    try:
+        return _report(scope, dev, prune)
+    except state.Unwritable as exc:
+        raise unwritable(exc, "pfc could not settle the interrupted load or set (the "
+                              "next command with room does)") from None
+
+
+def _report(scope: str | None, dev: str | None, prune: bool) -> Report:
     with state.locked():
         messages = recover_all(scope)
         problems: list[state.Unreadable] = []
@@ -347,6 +424,7 @@ def report(dev: str | None = None, netns: str | None = None, every: bool = False
         for r in gone if prune else []:
             state.remove(r)
             snapshot.remove_loaded(r.netns, r.dev, r.target)
+            set_pending.clear(r.netns, r.dev, r.target)
         entries = [Status(r, inspect(r), _file_changed(r)) for r in records
                    if r not in gone]
         elsewhere = sorted({r.netns for r in every_record if r not in gone} -
@@ -354,7 +432,7 @@ def report(dev: str | None = None, netns: str | None = None, every: bool = False
     warnings = [f"warning: {p}; `pfc unload --target {p.target} --dev {p.dev}"
                 + (f" --netns {p.netns}" if p.netns != current_netns() else "")
                 + "` removes what the kernel shows of it" for p in problems]
-    return Report(entries, warnings, messages, gone, prune, elsewhere)
+    return Report(entries, warnings, messages, gone, prune, elsewhere, scope is None)
 
 
 def inspect(record: state.Record) -> Inspection:

@@ -31,6 +31,7 @@ import re
 
 from pfc.deploy import journal, state
 from pfc.deploy.base import Inspection, Loader, LoadError, Plan, Recovery, device_index
+from pfc.kernel import nftlib
 
 _RULE_TAG = re.compile(r"^pfc (?:rule (\d+)|(default))$")
 CHANGED = "changed outside pfc: "
@@ -38,10 +39,9 @@ CHANGED = "changed outside pfc: "
 
 def _nft():
     try:
-        import nftables
-    except ImportError:
-        raise LoadError("python3-nftables is not available",
-                        hint="apt install python3-nftables (see README: setup)") from None
+        nftables = nftlib.load()
+    except nftlib.NftablesMissing as exc:
+        raise LoadError(str(exc), hint=exc.hint) from None
     nft = nftables.Nftables()
     nft.set_json_output(True)
     nft.set_handle_output(True)

@@ -37,6 +37,7 @@ from pfc.deploy.base import (
     in_netns,
 )
 from pfc.deploy.load import _check_dev, loader
+from pfc.deploy.sets import pending as set_pending
 from pfc.frontend.diagnostics import CompileError
 from pfc.frontend.pipeline import Compiled
 
@@ -86,9 +87,10 @@ def preview(artifact: Artifact, dev: str, netns: str | None = None, force: bool 
     _check_dev(dev)
     warnings: list[str] = []
     with in_netns(netns) as ns_name, state.locked():
-        if journal.pending(ns_name, dev):
-            warnings.append(f"note: an interrupted load on {dev} is pending; the next "
-                            "pfc command (not this dry run) finishes or rolls it back")
+        if journal.pending(ns_name, dev) or (ns_name, dev, target) in set_pending.places(
+                ns_name):
+            warnings.append(f"note: an interrupted load or set on {dev} is pending; the "
+                            "next pfc command (not this dry run) finishes or rolls it back")
         try:
             previous = state.read(ns_name, dev, target)
         except state.Unreadable as exc:
@@ -98,15 +100,19 @@ def preview(artifact: Artifact, dev: str, netns: str | None = None, force: bool 
                     dict(options or {}))
         checked = _check(plan, previous)
         health = impl.inspect(previous) if previous else None
-        loaded = snapshot.read_loaded(ns_name, dev, target) if previous else None
+        loaded, why = snapshot.checked(previous) if previous else (None, None)
+        if why and previous.copy_digest is not None:
+            warnings.append(f"warning: {why}")
     return Preview(target, dev, ns_name, checked, previous, health, loaded, warnings)
 
 
 def load_compiled(compiled: Compiled, target: str, dev: str, netns: str | None = None,
                   force: bool = False, mode: str | None = None, hook: str | None = None,
-                  table: str = "pfc", artifact: Artifact | None = None) -> deploying.Result:
+                  table: str = "pfc", artifact: Artifact | None = None,
+                  origin: str | None = None) -> deploying.Result:
     """``pfc load`` of a front-end result: build the artifact, attach it, keep a copy of
-    its sources beside the record. CompileError for a policy the target refuses."""
+    its sources beside the record (``origin``: the digest of the policy as applied,
+    for a copy ``pfc set`` changed). CompileError for a policy the target refuses."""
     compiled.require()
     if artifact is None:  # (pfc.api.load builds it through pfc.api.compile)
         artifact, diags = build_artifact(compiled, target, hook=hook, dev=dev, table=table)
@@ -115,6 +121,7 @@ def load_compiled(compiled: Compiled, target: str, dev: str, netns: str | None =
     rows = deploying.rule_rows(compiled.policy, artifact.policy, compiled.rule_text)
     copy = snapshot.Copy.of(compiled, {"target": target, "hook": hook, "table": table,
                                        "mode": mode})
+    copy.origin = origin
     return deploying.load(artifact, compiled.source.name, compiled.source.text, rows, dev,
                           netns, force, mode, {"hook": hook, "dev": dev, "table": table},
                           copy)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pfc.frontend import ir
@@ -21,7 +21,7 @@ from pfc.frontend.parse import KEYWORDS
 from pfc.frontend.source import SourceFile, Span, read_set_source
 from pfc.frontend.syntax import Default, Define, MatchNode, Module, RuleNode, SetDecl, Target, Value
 from pfc.frontend.text import shorten, visible
-from pfc.frontend.values import Atom, decode_string, literal_atom, read_set_file
+from pfc.frontend.values import Atom, at_declaration, decode_string, literal_atom, read_set_file
 
 ReadSet = Callable[[Path], SourceFile]
 
@@ -109,9 +109,10 @@ class Checker:
         atoms = self._read_set(stmt)
         self.names[stmt.name] = Binding(stmt.name, stmt.name_span, atoms, "set", True)
 
-    def _set_path(self, stmt: SetDecl) -> Path | None:
+    def _set_path(self, stmt: SetDecl) -> tuple[Path, str] | None:
         """The set file's path: the string with its escapes decoded (``"q\\"b.txt"``
-        names ``q"b.txt``), relative to the policy's folder; None after an error."""
+        names ``q"b.txt``), relative to the policy's folder, and as written (decoded);
+        None after an error."""
         data = decode_string(stmt.path, self.diags)
         if data is None:
             return None
@@ -119,13 +120,17 @@ class Checker:
             self.diags.append(error("a file name cannot hold a NUL byte", stmt.path.span,
                                     code="set-file"))
             return None
-        path = Path(os.fsdecode(data))
-        return path if path.is_absolute() else Path(self.module.source.name).parent / path
+        written = os.fsdecode(data)
+        path = Path(written)
+        if not path.is_absolute():
+            path = Path(self.module.source.name).parent / path
+        return path, written
 
     def _read_set(self, stmt: SetDecl) -> list[Atom] | None:
-        path = self._set_path(stmt)
-        if path is None:
+        found = self._set_path(stmt)
+        if found is None:
             return None
+        path, written = found
         try:
             src = self.read_set(path)
         except (OSError, UnicodeDecodeError) as exc:
@@ -133,12 +138,14 @@ class Checker:
                                     f"{getattr(exc, 'strerror', None) or exc}",
                                     stmt.path.span, code="set-file"))
             return None
+        src = replace(src, echo=False)  # any file may be named: never show its lines
         self.sources[src.name] = src
         if src.bad_byte is not None:
-            self.diags.append(encoding_error(src))
+            self.diags += at_declaration([encoding_error(src)], src, stmt.path.span,
+                                         written)
             return None
         atoms, diags = read_set_file(src, stmt.name)
-        self.diags.extend(diags)
+        self.diags += at_declaration(diags, src, stmt.path.span, written)
         if not atoms and not diags:
             self.diags.append(error(f"set file `{path}` has no entries", stmt.path.span,
                                     hint="an empty set would match nothing; comment the "
@@ -207,13 +214,11 @@ class Checker:
             if match is not None:
                 matches.append(match)
                 fam.constrain_by(match)
-        extra, limit = check_options(node, self.diags)
+        extra, limit = self._options(node)
         action = _with_options(action, extra)
         if limit is not None and limit.per is not None:
             fam.any = False  # `per src` reads an address: IP frames only
-        if isinstance(action, ir.Redirect):
-            fam.constrain_to(action.address.version, node.target.address.span,
-                             "the redirect target")
+        self._target_family(action, node, fam)
         if len(self.diags) > before and any(d.severity == "error" for d in self.diags[before:]):
             return None
         merged, diags = merge_fields(matches, fam.result())
@@ -223,6 +228,15 @@ class Checker:
         line = self.module.source.position(node.span.start)[0]
         return ir.Rule(index, action, fam.result(), proto, merged, node.span,
                        proto_name, line, limit)
+
+    def _options(self, node: RuleNode) -> tuple[dict, ir.Limit | None]:
+        return check_options(node, self.diags)
+
+    def _target_family(self, action: ir.Action | None, node: RuleNode, fam: _Family) -> None:
+        """A target's address fixes the rule's family (``redirect ... to ADDR``)."""
+        if isinstance(action, ir.Redirect):
+            fam.constrain_to(action.address.version, node.target.address.span,
+                             "the redirect target")
 
     def _action(self, node: RuleNode) -> ir.Action | None:
         span = node.action_span
@@ -321,6 +335,9 @@ class Checker:
         return False
 
 
+_ANY_FRAME = frozenset(f for f, info in ir.FIELDS.items() if info.families is ir.Family.ANY)
+
+
 class _Family:
     """The set of IP versions a rule can still match, narrowed match by match."""
 
@@ -332,7 +349,8 @@ class _Family:
         self.diags = diags
 
     def constrain_by(self, match: ir.Match) -> None:
-        self.any = False
+        if match.field not in _ANY_FRAME:
+            self.any = False  # but iif, oif, mark, ether-*: any frame, IP or not
         if isinstance(match, ir.AddrMatch):
             versions = {p.version for p in match.prefixes}
             what = "IPv4" if versions == {4} else "IPv6"

@@ -116,7 +116,8 @@ def render_text(diag: Diagnostic, sources: Mapping[str, SourceFile], color: bool
     Safe for a terminal whatever the policy holds: every control or invisible character
     of the file name, the message, the source line and the hint is shown escaped
     (``\\x1b``, ``\\u200b``; a tab as one space), and the carets are placed under the
-    line as shown."""
+    line as shown. A note without a place may span lines (clang's output): each is
+    shown on its own, indented."""
     out = [_headline(diag.severity.value, diag.message, diag.span, sources, color)]
     out.extend(_excerpt(diag.span, sources))
     if diag.hint:
@@ -126,8 +127,15 @@ def render_text(diag: Diagnostic, sources: Mapping[str, SourceFile], color: bool
             out.append(_headline("note", note.message, note.span, sources, color))
             out.extend(_excerpt(note.span, sources))
         else:
-            out.append(f"  = note: {visible(note.message)}")
+            out.extend(_note_lines(note.message))
     return "\n".join(out)
+
+
+def _note_lines(message: str) -> list[str]:
+    """A note without a place (a tool's output, a command): its lines one under the
+    other, indented so that none can pass for a ``FILE:LINE:COL`` line."""
+    first, *rest = message.split("\n")
+    return [f"  = note: {visible(first)}"] + [f"    {visible(line)}" for line in rest]
 
 
 _COLORS = {"error": "\033[1;31m", "warning": "\033[1;33m", "note": "\033[1;36m"}
@@ -146,8 +154,8 @@ EXCERPT_MAX = 200  # characters of a source line shown around the caret
 
 def _excerpt(span: Span, sources: Mapping[str, SourceFile]) -> list[str]:
     src = sources.get(span.file)
-    if src is None:
-        return []
+    if src is None or not src.echo:
+        return []  # no source, or one whose lines are never shown (a set file)
     line, col = src.position(span.start)
     end_line, end_col = src.position(max(span.start, span.end))
     text = src.line_text(line)

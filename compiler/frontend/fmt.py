@@ -2,9 +2,12 @@
 
 Canonical form: one statement per line (continued lines are joined), single spaces,
 lists as ``{ a, b }``, ``accept`` written ``pass``, IPv6 in RFC 5952 form, hex digits in
-lower case, a trailing comment two spaces after its statement, at most one blank line in
-a row, none at the start or end. Only the syntax is needed: a file with type errors is
-still formatted, a file with syntax errors is not.
+lower case (MAC addresses too), a trailing comment two spaces after its statement, at
+most one blank line in a row, none at the start or end. Whole firewalls (v2): a block's
+statements and comments indented by 4 spaces, no blank line just inside its braces, and
+one blank line between a top-level block (with the comments right above it) and its
+neighbours. Only the syntax is needed: a file with type errors is still formatted, a
+file with syntax errors (an unclosed block included) is not.
 """
 
 from __future__ import annotations
@@ -12,13 +15,17 @@ from __future__ import annotations
 import ipaddress
 
 from pfc.frontend.diagnostics import Diagnostic, capped
+from pfc.frontend.firewall.blocks import depths
 from pfc.frontend.parse import parse
 from pfc.frontend.pipeline import text_errors
 from pfc.frontend.source import SourceFile
 from pfc.frontend.syntax import (
+    BlockClose,
+    BlockOpen,
     Comment,
     Default,
     Define,
+    InterfaceDecl,
     MatchNode,
     Module,
     OptionNode,
@@ -49,15 +56,72 @@ def format_module(module: Module) -> str:
     trailing = _trailing_comments(module)
     items += [(c.span.start, c.span.end, c) for c in module.comments if id(c) not in trailing]
     items.sort(key=lambda item: item[0])
-    rows: list[tuple[str, str] | None] = []  # (code, trailing comment); None = blank
+    rows: list[_Row] = []
     prev_end = None
     text = module.source.text
+    depth = depths(module.statements)
+    level = 0  # of the last statement: where a comment on its own line belongs
     for start, end, item in items:
         if prev_end is not None and text.count("\n", prev_end, start) > 1:
-            rows.append(None)
-        rows.append(_row(item, trailing))
+            rows.append(_BLANK)
+        code, comment = _row(item, trailing)
+        if not isinstance(item, Comment):
+            level = depth.get(id(item), 0)
+            level += isinstance(item, BlockOpen) and not item.closed
+            at = depth.get(id(item), 0)
+        else:
+            at = level
+        rows.append(_Row(_kind(item), at, code, comment))
         prev_end = end
-    return "".join(line + "\n" for line in _aligned(rows))
+    return "".join(line + "\n" for line in _aligned(_spaced(rows)))
+
+
+class _Row:
+    """One line: ``kind`` (blank, comment, open, close, stmt), its depth, code and
+    trailing comment."""
+
+    def __init__(self, kind: str, depth: int = 0, code: str = "", comment: str = ""):
+        self.kind, self.depth, self.code, self.comment = kind, depth, code, comment
+
+    def line(self) -> tuple[str, str] | None:
+        if self.kind == "blank":
+            return None
+        indent = "    " * self.depth
+        if not self.code:
+            return "", indent + self.comment
+        return indent + self.code, self.comment
+
+
+_BLANK = _Row("blank")
+
+
+def _kind(item: object) -> str:
+    if isinstance(item, Comment):
+        return "comment"
+    if isinstance(item, BlockOpen):
+        return "block" if item.closed else "open"
+    return "close" if isinstance(item, BlockClose) else "stmt"
+
+
+def _spaced(rows: list[_Row]) -> list[tuple[str, str] | None]:
+    """No blank line just inside a block's braces; one around each top-level block
+    (before the comments right above it)."""
+    kept = [r for i, r in enumerate(rows) if not (r.kind == "blank" and (
+        (i > 0 and rows[i - 1].kind == "open")
+        or (i + 1 < len(rows) and rows[i + 1].kind == "close")))]
+    out: list[_Row] = []
+    for row in kept:
+        if row.kind in ("open", "block") and row.depth == 0:
+            j = len(out)
+            while j > 0 and out[j - 1].kind == "comment" and out[j - 1].depth == 0:
+                j -= 1
+            if j > 0 and out[j - 1].kind != "blank":
+                out.insert(j, _BLANK)
+        elif out and out[-1].kind in ("close", "block") and out[-1].depth == 0 \
+                and row.kind != "blank":
+            out.append(_BLANK)
+        out.append(row)
+    return [r.line() for r in out]
 
 
 def _aligned(rows: list[tuple[str, str] | None]) -> list[str]:
@@ -104,6 +168,8 @@ def _row(item: object, trailing: dict[int, Comment]) -> tuple[str, str]:
 
 
 def statement(stmt: Statement) -> str:
+    if isinstance(stmt, (BlockOpen, BlockClose, InterfaceDecl)):
+        return _v2_statement(stmt)
     if isinstance(stmt, Define):
         return f"define {stmt.name} = {value(stmt.value)}"
     if isinstance(stmt, SetDecl):
@@ -113,12 +179,32 @@ def statement(stmt: Statement) -> str:
     return rule(stmt)
 
 
+def _v2_statement(stmt: BlockOpen | BlockClose | InterfaceDecl) -> str:
+    if isinstance(stmt, BlockClose):
+        return "}"
+    if isinstance(stmt, InterfaceDecl):
+        parts = ["interface", value(stmt.name)]
+        if stmt.addresses is not None:
+            parts += ["address", value(stmt.addresses)]
+        if stmt.gateway is not None:
+            parts += ["gateway", value(stmt.gateway)]
+        return " ".join(parts)
+    head = f"chain {stmt.name}" if stmt.kind == "chain" else stmt.name
+    if stmt.devices:
+        head += " " + ", ".join(value(d) for d in stmt.devices)
+    return head + (" { }" if stmt.closed else " {")
+
+
 def rule(node: RuleNode) -> str:
+    """``ACTION [NAME] [PROTO] MATCH* OPTION* [with R] [to TARGET]``."""
     parts = [_verdict(node.action)]
+    if node.chain is not None:
+        parts.append(node.chain.text)
     if node.protocol:
         parts.append(node.protocol)
     parts.extend(match(m) for m in node.matches)
     parts.extend(option(o) for o in node.options)
+    parts.extend(f"with {w.value.text}" for w in node.reject_with)
     if node.target is not None:
         parts.append("to " + target(node.target))
     return " ".join(parts)
@@ -128,8 +214,11 @@ def match(node: MatchNode) -> str:
     neg = "!" if node.negated else ""
     if node.field == "frag":
         return f"{neg}frag"
-    if node.field == "ct":
-        return f"{neg}ct state " + ",".join(value(i) for i in node.value.items)
+    if node.field in ("ct", "ct-status"):
+        word = "state" if node.field == "ct" else "status"
+        return f"{neg}ct {word} " + ",".join(value(i) for i in node.value.items)
+    if node.field == "ct-mark":
+        return f"{neg}ct mark {value(node.value)}"
     if node.field == "flags":
         return f"{neg}flags " + ",".join(("!" if f.negated else "") + f.name for f in node.flags)
     if node.field == "payload":
@@ -159,6 +248,8 @@ def option(node: OptionNode) -> str:
 
 
 def target(node: Target) -> str:
+    if node.address is None:  # `to :PORT`
+        return ":" + value(node.port)
     address = value(node.address)
     if node.port is None:
         return address
@@ -178,6 +269,8 @@ def value(v: Value) -> str:
         return _number(v)
     if v.kind == "range":
         return "-".join(_number(i) for i in v.items)
+    if v.kind == "mac":
+        return v.text.lower()
     return v.text
 
 

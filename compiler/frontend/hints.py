@@ -1,6 +1,6 @@
 """Hints for syntax errors: what a user coming from iptables, nftables or pf probably
 meant (``default allow``, ``DROP``, ``from``, ``icmp type 8``, ``dport 53,80``,
-``src 10.0.0.1-10.0.0.5``), or a keyword one typo away.
+``src 10.0.0.1-10.0.0.5``, ``limit 10/second``), or a keyword one typo away.
 
 Every hint is checked against what the parser could take at that place, so a hint never
 suggests a word that would be another error there. Cheap on any input: no hint looks
@@ -14,7 +14,8 @@ import re
 from collections.abc import Container
 
 from pfc.frontend.diagnostics import suggest
-from pfc.frontend.text import describe_char, is_plain
+from pfc.frontend.firewall.words import V2_KEYWORDS, dash_hint, v2_candidates, word_hint
+from pfc.frontend.text import describe_char, is_plain, shorten
 
 KEYWORDS = ("define", "set", "file", "default", "to", "drop", "pass", "accept", "count",
             "redirect", "all", "ip", "ip6", "tcp", "udp", "icmp", "icmp6", "src", "dst",
@@ -22,9 +23,9 @@ KEYWORDS = ("define", "set", "file", "default", "to", "drop", "pass", "accept", 
             "log", "prefix", "rate", "snap", "limit", "burst", "per", "audit", "ct", "state")
 _FIELDS = frozenset(("src", "dst", "sport", "dport", "proto", "icmp-type", "ttl", "len"))
 
-# Words of other firewalls and what pfc says instead.
+# Words of other firewalls and what pfc says instead (`reject` is pfc's own: v2).
 ACTION_WORDS = {"allow": "pass", "permit": "pass", "deny": "drop", "block": "drop",
-                "discard": "drop", "reject": "drop"}
+                "discard": "drop"}
 _WORD_HINTS = {
     "from": "pfc has no `from`/`to` matches: write `src ADDRESS` (and `sport PORT`), "
             "`dst ADDRESS` (and `dport PORT`)",
@@ -45,19 +46,24 @@ def name_hint(word: str, expected: Container[str], before: str, after: str,
     """A hint for an unexpected name ``word`` (``before``/``after``: the rest of its
     line), or None."""
     lower = word.lower()
-    if lower != word and (lower in KEYWORDS or lower in ACTION_WORDS):
+    if lower != word and (lower in KEYWORDS or lower in ACTION_WORDS or lower in V2_KEYWORDS):
         return f"keywords are lowercase: write `{lower}`"
     if lower in ACTION_WORDS:
         say = ACTION_WORDS[lower]
         what = f"default {say}" if _ends(before, "default") else say
-        extra = " (there is no reject: pfc sends nothing back)" if lower == "reject" else ""
-        return f"pfc's verdicts are `pass` and `drop`: write `{what}`{extra}"
+        return f"pfc's verdicts are `pass` and `drop`: write `{what}`"
+    if lower == "reject":
+        return "`reject` is an action: it starts a rule (`reject tcp dport 23`), inside a " \
+               "hook block of a whole firewall"
     if lower == "type" and _ends(before, "icmp", "icmp6"):
         value = after.split()[0] if after.split() else "8"
         return f"the ICMP type is one word: write `icmp-type {value}`"
     if lower in _WORD_HINTS:
         return _WORD_HINTS[lower]
-    hint = suggest(word, [k for k in KEYWORDS if terminal_of(k) in expected])
+    if word_hint(word) is not None:
+        return word_hint(word)
+    hint = suggest(word, [k for k in KEYWORDS if terminal_of(k) in expected]
+                   + v2_candidates(expected))
     if hint is None and "VARREF" in expected and word in defined:
         hint = f"`{word}` is defined above: write `${word}`"
     return hint
@@ -75,7 +81,11 @@ def comma_hint(before: str, after: str) -> str | None:
 
 
 def range_hint(before: str, after: str) -> str | None:
-    """``src 10.0.0.1-10.0.0.5``: address ranges are prefixes or lists."""
+    """``src 10.0.0.1-10.0.0.5``: address ranges are prefixes or lists; ``-i eth0``:
+    iptables' options."""
+    dash = dash_hint(before, after)
+    if dash is not None:
+        return dash
     first = re.search(r"([0-9A-Fa-f.:]+)\s*$", before)
     last = re.match(r"\s*([0-9A-Fa-f.:]+)", after)
     if first is None or last is None:
@@ -91,6 +101,17 @@ def range_hint(before: str, after: str) -> str | None:
     items = ", ".join(str(n.network_address) if n.num_addresses == 1 else str(n)
                       for n in nets)
     return f"{general}: `{items}`" if len(nets) == 1 else f"{general}: `{{ {items} }}`"
+
+
+def rate_hint(number: str, before: str, after: str) -> str | None:
+    """``limit 10/second`` → write ``limit rate 10/second``; a bare ``10/second`` is
+    ``rate`` on a ``log`` rule and ``limit rate`` on the others."""
+    unit = re.match(r"\s*/\s*([A-Za-z]+)", after)
+    if unit is None:
+        return None
+    rate = f"rate {shorten(number)}/{shorten(unit.group(1))}"
+    is_log = before.split()[:1] == ["log"] and not _ends(before, "limit")
+    return f"write `{rate}`" if is_log else f"write `limit {rate}`"
 
 
 def char_hint(char: str) -> str | None:

@@ -4,9 +4,10 @@ All nodes are frozen dataclasses and keep the span of the source text they come 
 Values are normalised by the checker: addresses are ``ipaddress`` networks (a host is a
 /32 or /128), integers are sorted, merged inclusive ranges, payload values are bytes.
 
-This module is also the *field catalogue*: what each match reads, where, and what it
-needs (``FIELDS``). The interpreter, the checker, the backends and the language server
-read it; nothing else describes a field.
+The field catalogue and the language's names (``pfc.frontend.fields``) are
+re-exported here, so ``ir.FIELDS``, ``ir.TCP`` and ``ir.Family`` are one import for
+every reader. Whole firewalls (v2) add hook blocks and chains (``Policy.hook``,
+``Policy.chains``, ``pfc.frontend.firewall``).
 """
 
 from __future__ import annotations
@@ -15,36 +16,30 @@ import ipaddress
 from dataclasses import dataclass
 from enum import StrEnum
 
+from pfc.frontend.fields import (  # noqa: F401  (re-exported: the IR's vocabulary)
+    ADDR_TYPES,
+    CT_STATES,
+    CT_STATUSES,
+    ETHER_TYPES,
+    FIELDS,
+    ICMP,
+    ICMP6,
+    ICMP6_TYPES,
+    ICMP_TYPES,
+    PROTO_NUMBERS,
+    REJECT_DEFAULT,
+    REJECTS,
+    TCP,
+    TCP_FLAGS,
+    UDP,
+    Family,
+    FieldInfo,
+    Layer,
+)
 from pfc.frontend.source import NO_SPAN, Span
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-
-class Family(StrEnum):
-    """Which frames a rule can match at all.
-
-    ``ANY``: every frame, IP or not (protocol ``all`` with no IP match).
-    ``IP``: IPv4 or IPv6. ``IP4``/``IP6``: one family (EtherType 0x0800 / 0x86DD).
-    """
-
-    ANY = "any"
-    IP = "ip"
-    IP4 = "ip4"
-    IP6 = "ip6"
-
-    @property
-    def versions(self) -> frozenset[int]:
-        return {Family.ANY: frozenset((4, 6)), Family.IP: frozenset((4, 6)),
-                Family.IP4: frozenset((4,)), Family.IP6: frozenset((6,))}[self]
-
-    @staticmethod
-    def of_versions(versions: frozenset[int] | set[int]) -> Family:
-        if versions == {4}:
-            return Family.IP4
-        if versions == {6}:
-            return Family.IP6
-        return Family.IP
 
 
 class Verdict(StrEnum):
@@ -53,12 +48,6 @@ class Verdict(StrEnum):
 
 
 # --------------------------------------------------------------------------- protocols
-
-PROTO_NUMBERS = {"icmp": 1, "igmp": 2, "ipip": 4, "tcp": 6, "egp": 8, "udp": 17,
-                 "ipv6": 41, "rsvp": 46, "gre": 47, "esp": 50, "ah": 51, "icmp6": 58,
-                 "ipv6-icmp": 58, "ospf": 89, "pim": 103, "vrrp": 112, "l2tp": 115,
-                 "sctp": 132, "udplite": 136, "dccp": 33}
-TCP, UDP, ICMP, ICMP6 = 6, 17, 1, 58
 
 # The protocol keywords of a rule: (IP protocol number or None, families allowed).
 PROTOCOLS: dict[str, tuple[int | None, Family]] = {
@@ -70,77 +59,6 @@ PROTOCOLS: dict[str, tuple[int | None, Family]] = {
     "icmp": (ICMP, Family.IP4),
     "icmp6": (ICMP6, Family.IP6),
 }
-
-TCP_FLAGS = {"fin": 0x01, "syn": 0x02, "rst": 0x04, "psh": 0x08,
-             "ack": 0x10, "urg": 0x20, "ece": 0x40, "cwr": 0x80}
-
-ICMP_TYPES = {
-    "echo-reply": 0, "destination-unreachable": 3, "source-quench": 4, "redirect": 5,
-    "echo-request": 8, "router-advertisement": 9, "router-solicitation": 10,
-    "time-exceeded": 11, "parameter-problem": 12, "timestamp-request": 13,
-    "timestamp-reply": 14, "info-request": 15, "info-reply": 16,
-    "address-mask-request": 17, "address-mask-reply": 18,
-}
-ICMP6_TYPES = {
-    "destination-unreachable": 1, "packet-too-big": 2, "time-exceeded": 3,
-    "parameter-problem": 4, "echo-request": 128, "echo-reply": 129,
-    "mld-listener-query": 130, "mld-listener-report": 131, "mld-listener-done": 132,
-    "nd-router-solicit": 133, "nd-router-advert": 134, "nd-neighbor-solicit": 135,
-    "nd-neighbor-advert": 136, "nd-redirect": 137, "router-renumbering": 138,
-    "mld2-listener-report": 143,
-}
-
-
-# ----------------------------------------------------------------------- field catalogue
-
-class Layer(StrEnum):
-    IP = "ip"  # read where it lies once the EtherType says IPv4/IPv6 (semantics.md)
-    TRANSPORT = "transport"  # needs an accepted IP header, first fragment, the protocol
-    STATE = "state"  # not in the frame: the connection tracker's state (IP frames only)
-
-
-@dataclass(frozen=True)
-class FieldInfo:
-    name: str
-    layer: Layer
-    protocols: frozenset[int] | None  # transport fields: the rule protocols that allow it
-    families: Family  # IP fields: families that have it
-    values: str  # what the value may be, for diagnostics and hover
-    maximum: int | None  # largest integer value, for range checks
-    doc: str  # one line, plain English, for hover and docs
-
-
-FIELDS: dict[str, FieldInfo] = {f.name: f for f in (
-    FieldInfo("src", Layer.IP, None, Family.IP, "address, prefix, list or set", None,
-              "source address (IPv4 bytes 12-15, IPv6 bytes 8-23 of the IP header)"),
-    FieldInfo("dst", Layer.IP, None, Family.IP, "address, prefix, list or set", None,
-              "destination address (IPv4 bytes 16-19, IPv6 bytes 24-39)"),
-    FieldInfo("proto", Layer.IP, None, Family.IP, "protocol number, name, range or list", 255,
-              "IPv4 protocol byte / IPv6 fixed header's Next Header"),
-    FieldInfo("ttl", Layer.IP, None, Family.IP, "integer, range or list", 255,
-              "IPv4 TTL / IPv6 hop limit"),
-    FieldInfo("len", Layer.IP, None, Family.IP, "integer, range or list", 65535,
-              "IPv4 total length / IPv6 40 + payload length, in bytes, as written"),
-    FieldInfo("frag", Layer.IP, None, Family.IP4, "(no value)", None,
-              "IPv4 fragment: more-fragments set or fragment offset not 0"),
-    FieldInfo("sport", Layer.TRANSPORT, frozenset((TCP, UDP)), Family.IP,
-              "port, range or list", 65535, "TCP/UDP source port"),
-    FieldInfo("dport", Layer.TRANSPORT, frozenset((TCP, UDP)), Family.IP,
-              "port, range or list", 65535, "TCP/UDP destination port"),
-    FieldInfo("flags", Layer.TRANSPORT, frozenset((TCP,)), Family.IP,
-              "flag names, `!name` for a clear flag", None,
-              "TCP flags byte (fin syn rst psh ack urg ece cwr)"),
-    FieldInfo("icmp-type", Layer.TRANSPORT, frozenset((ICMP, ICMP6)), Family.IP,
-              "type number, name, range or list", 255, "ICMP / ICMPv6 type byte"),
-    FieldInfo("payload", Layer.TRANSPORT, frozenset((TCP, UDP)), Family.IP,
-              "byte, one-char string, or LEN bytes (hex or string)", None,
-              "bytes after the TCP header (data offset honoured) or the UDP header"),
-    FieldInfo("ct", Layer.STATE, None, Family.IP, "states: new established related invalid",
-              None, "connection tracking state of the packet (`ct state new,established`)"),
-)}
-
-# ``ct state`` values, in the order nft and iptables print them.
-CT_STATES = ("invalid", "established", "related", "new")
 
 
 # ---------------------------------------------------------------------------- matches
@@ -217,7 +135,55 @@ class CtMatch:
     field: str = "ct"
 
 
-Match = AddrMatch | IntMatch | FlagsMatch | FragMatch | PayloadMatch | CtMatch
+@dataclass(frozen=True)
+class CtStatusMatch:
+    """``ct status S,...``: every bit named is set in the connection's status (nft's
+    ``ct status dnat``; several names: all of them). False on untracked packets."""
+
+    statuses: tuple[str, ...]  # names from CT_STATUSES, in that order
+    negated: bool = False
+    span: Span = NO_SPAN
+    field: str = "ct-status"
+
+
+@dataclass(frozen=True)
+class IfaceMatch:
+    """``iif`` / ``oif``: the interface's name is one of ``names``; a name ending in
+    ``*`` matches every name that starts with the rest (nft ``iifname "eth*"``,
+    iptables ``-i eth+``). Absent (false, negated or not) where the packet has no such
+    interface (``oif`` before routing, ``iif`` on a packet the host sent)."""
+
+    field: str  # "iif" | "oif"
+    names: tuple[str, ...]
+    negated: bool = False
+    span: Span = NO_SPAN
+    set_name: str | None = None
+
+
+@dataclass(frozen=True)
+class MacMatch:
+    """``ether-src`` / ``ether-dst``: the address is one of ``macs`` (6 bytes each)."""
+
+    field: str  # "ether-src" | "ether-dst"
+    macs: tuple[bytes, ...]
+    negated: bool = False
+    span: Span = NO_SPAN
+    set_name: str | None = None
+
+
+@dataclass(frozen=True)
+class AddrTypeMatch:
+    """``dst-type`` / ``src-type``: the address is of one of ``types`` (ADDR_TYPES) to
+    the host the packet is on (semantics.md "The path of a packet")."""
+
+    field: str  # "dst-type" | "src-type"
+    types: tuple[str, ...]
+    negated: bool = False
+    span: Span = NO_SPAN
+
+
+Match = (AddrMatch | IntMatch | FlagsMatch | FragMatch | PayloadMatch | CtMatch
+         | CtStatusMatch | IfaceMatch | MacMatch | AddrTypeMatch)
 
 
 # ---------------------------------------------------------------- rates, limits, logs
@@ -307,7 +273,72 @@ class Log:
     terminal: bool = False
 
 
-Action = Drop | Pass | Count | Redirect | Log
+@dataclass(frozen=True)
+class Reject:
+    """Drop, and send a reply (``REJECTS``): a TCP RST or an ICMP/ICMPv6 destination
+    unreachable with the code of ``kind`` (semantics.md "What reject sends")."""
+
+    kind: str = REJECT_DEFAULT
+    span: Span = NO_SPAN
+    name: str = "reject"
+    terminal: bool = True
+
+
+@dataclass(frozen=True)
+class Nat:
+    """A nat block's decision for the connection (semantics.md "NAT"): ``dnat`` /
+    ``snat`` to ``address`` (and ``port``), ``masquerade`` (the leaving interface's
+    address), ``redirect`` (the host itself, ``port``). ``address`` is None for the
+    last two."""
+
+    kind: str  # "dnat" | "snat" | "masquerade" | "redirect"
+    address: IPAddress | None = None
+    port: int | None = None
+    span: Span = NO_SPAN
+    terminal: bool = True
+
+    @property
+    def name(self) -> str:
+        return self.kind
+
+
+@dataclass(frozen=True)
+class Mark:
+    """``mark ... to N``: set the packet's mark, then go on (not terminal)."""
+
+    value: int
+    span: Span = NO_SPAN
+    name: str = "mark"
+    terminal: bool = False
+
+
+@dataclass(frozen=True)
+class Notrack:
+    """``notrack``: conntrack skips the packet (``ct state untracked``); goes on."""
+
+    span: Span = NO_SPAN
+    name: str = "notrack"
+    terminal: bool = False
+
+
+@dataclass(frozen=True)
+class Jump:
+    """``jump NAME`` / ``goto NAME``: run the chain ``chain`` (``Policy.chains``). A
+    decision inside it is the rule's; otherwise ``jump`` goes on with the next rule and
+    ``goto`` ends with the hook's default. ``terminal`` is False: whether it decides
+    depends on the chain (``pfc.passes.inline_chains`` turns it into plain rules)."""
+
+    chain: str
+    goto: bool = False
+    span: Span = NO_SPAN
+    terminal: bool = False
+
+    @property
+    def name(self) -> str:
+        return "goto" if self.goto else "jump"
+
+
+Action = Drop | Pass | Count | Redirect | Log | Reject | Nat | Mark | Notrack | Jump
 
 
 # ------------------------------------------------------------------------ rules, policy
@@ -330,7 +361,8 @@ class Rule:
     span: Span = NO_SPAN
     proto_name: str = "all"  # as written, for messages and printing
     line: int = 0  # 1-based source line, for reports and counters
-    limit: Limit | None = None  # drop rules only: the rule holds on packets over the rate
+    # drop/reject: the rule holds on packets over the rate; pass: on those within it
+    limit: Limit | None = None
 
     @property
     def terminal(self) -> bool:
@@ -341,14 +373,45 @@ class Rule:
         return tuple(m for m in self.matches if FIELDS[m.field].layer is Layer.TRANSPORT)
 
 
+@dataclass(frozen=True)
+class Hook:
+    """The block a v2 rule list is (docs/language.md "Hook blocks"): ``name`` one of
+    ``pfc.frontend.hooks.BLOCKS`` (``input``, ``nat prerouting``, ``ingress`` ...),
+    ``devices`` for ``ingress``/``egress`` (empty: the device given at load time)."""
+
+    name: str
+    devices: tuple[str, ...] = ()
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True)
+class Chain:
+    """``chain NAME { ... }``: rules reached only by ``jump``/``goto``; no default."""
+
+    name: str
+    rules: tuple[Rule, ...]
+    span: Span = NO_SPAN
+
 
 @dataclass(frozen=True)
 class Policy:
+    """One ordered rule list at one hook: a v1 file (``hook`` None: the target and
+    ``--hook`` place it), or one block of a v2 file with the file's named ``chains``
+    (``pfc.frontend.firewall``); rule indexes are unique across a whole file."""
+
     rules: tuple[Rule, ...]
     default: Verdict = Verdict.PASS
     default_span: Span = NO_SPAN
     source: str = "<policy>"  # file name
     default_audit: bool = False  # `pfc load --audit`: a default drop passes, logged
+    hook: Hook | None = None
+    chains: tuple[Chain, ...] = ()
+
+    def chain(self, name: str) -> Chain:
+        for c in self.chains:
+            if c.name == name:
+                return c
+        raise KeyError(name)
 
     def rule(self, index: int) -> Rule:
         for r in self.rules:
@@ -358,7 +421,8 @@ class Policy:
 
     @property
     def count_rules(self) -> tuple[Rule, ...]:
-        return tuple(r for r in self.rules if isinstance(r.action, Count))
+        every = self.rules + tuple(r for c in self.chains for r in c.rules)
+        return tuple({r.index: r for r in every if isinstance(r.action, Count)}.values())
 
     @property
     def stateful(self) -> bool:

@@ -17,7 +17,23 @@ import lark
 from lark import Token
 
 from pfc.frontend.diagnostics import MAX_ERRORS, Diagnostic, error
-from pfc.frontend.hints import KEYWORDS, char_hint, char_message, comma_hint, name_hint, range_hint
+from pfc.frontend.firewall.blocks import block_errors, stand_ins
+from pfc.frontend.firewall.parsing import (
+    V1_MATCH,
+    Builder,
+    block_hint,
+    describe_expected,
+    is_v2_text,
+)
+from pfc.frontend.hints import (
+    KEYWORDS,
+    char_hint,
+    char_message,
+    comma_hint,
+    name_hint,
+    range_hint,
+    rate_hint,
+)
 from pfc.frontend.source import BOM, SourceFile, Span
 from pfc.frontend.syntax import (
     Comment,
@@ -36,7 +52,7 @@ from pfc.frontend.syntax import (
 from pfc.frontend.text import shorten
 
 __all__ = ["KEYWORDS", "logical_lines", "parse"]
-_MATCH = "a match (src dst sport dport proto flags icmp-type ttl len frag payload ct)"
+_MATCH = V1_MATCH
 _OPTION = "an option (prefix rate snap limit audit)"
 _EXPECTED = {
     "FIELD": _MATCH, "FLAGS": _MATCH, "FRAG": _MATCH, "PAYLOAD": _MATCH, "NOT": "`!`",
@@ -83,8 +99,10 @@ def parse(source: SourceFile) -> tuple[Module, list[Diagnostic]]:
         statements = _parse_text(text, source.name, 0)
     except lark.exceptions.LarkError:
         statements, diags = _parse_lines(source, text)
-        return Module(source, tuple(statements), comments), diags
-    return Module(source, tuple(statements), comments), []
+        broken = stand_ins(source.name, text, diags)
+        diags += block_errors(statements, broken)
+        return Module(source, tuple(statements), comments, broken), diags
+    return Module(source, tuple(statements), comments), block_errors(statements, ())
 
 
 def _terminated(text: str) -> str:
@@ -116,6 +134,14 @@ class _Context:
     def __init__(self, source: SourceFile, text: str):
         self.source, self.text = source, text
         self._declared: frozenset[str] | None = None
+        self._v2: bool | None = None
+
+    @property
+    def v2(self) -> bool:
+        """Whether the file uses v2 statements (its syntax errors name v2 words)."""
+        if self._v2 is None:
+            self._v2 = is_v2_text(self.text)
+        return self._v2
 
     @property
     def declared(self) -> frozenset[str]:
@@ -204,7 +230,10 @@ def _syntax_diagnostic(exc: lark.exceptions.LarkError, ctx: _Context, base: int,
 def _token_diagnostic(exc: lark.exceptions.UnexpectedToken, ctx: _Context,
                       base: int, end: int) -> Diagnostic:
     tok = exc.token
-    expected = sorted({_EXPECTED.get(t, t) for t in exc.expected})
+    # RATE alone (after `limit`) is the word `rate`, not any option
+    expected = ["`rate`"] if set(exc.expected) == {"RATE"} else \
+        sorted({d for t in exc.expected
+                if (d := describe_expected(t, ctx.v2, _EXPECTED)) is not None})
     if tok.type in ("_NL", "$END"):
         pos = base + (tok.start_pos if tok.start_pos is not None else 0)
         span = Span(ctx.source.name, pos, pos)
@@ -214,8 +243,10 @@ def _token_diagnostic(exc: lark.exceptions.UnexpectedToken, ctx: _Context,
         found = f"`{shorten(str(tok))}`"
     message = f"unexpected {found}; expected {_join(expected)}"
     before, after = ctx.text[base:span.start], ctx.text[span.end:end]
-    hint = None
-    if before.split()[-1:] == ["to"] and not before.lstrip().startswith("redirect"):
+    hint = block_hint(tok.type, exc.expected, before)
+    if hint is not None:
+        pass
+    elif before.split()[-1:] == ["to"] and not before.lstrip().startswith("redirect"):
         hint = "`to` is only for `redirect`: to match the destination, write `dst ADDRESS`"
     elif tok.type == "NAME":
         hint = name_hint(str(tok), exc.expected, before, after, ctx.declared)
@@ -223,6 +254,8 @@ def _token_diagnostic(exc: lark.exceptions.UnexpectedToken, ctx: _Context,
         hint = comma_hint(before, after)
     elif tok.type == "MINUS":
         hint = range_hint(before, after)
+    elif tok.type == "NUMBER" and "RATE" in exc.expected:
+        hint = rate_hint(str(tok), before, after)
     return error(message, span, hint=hint, code="syntax")
 
 
@@ -234,7 +267,7 @@ def _join(items: list[str]) -> str:
 
 # --------------------------------------------------------------------------- builder
 
-class _Builder:
+class _Builder(Builder):
     """The AST, built by lark while it parses (an inline transformer: no parse tree).
 
     lark calls each method with the rule's children as parsed, punctuation included
@@ -258,7 +291,7 @@ class _Builder:
 
     def _value(self, tok: Token, kind: str) -> Value:
         text = str(tok)[1:] if kind == "var" else str(tok)
-        return Value(kind, text, self._tok_span(tok))
+        return Value(self.v2_value(tok, kind), text, self._tok_span(tok))
 
     def start(self, children):
         return [c for c in children if not isinstance(c, Token)]
@@ -285,13 +318,18 @@ class _Builder:
 
     def rule(self, children):
         action, *rest = children
+        chain = None
+        if isinstance(action, Token):  # MARK | JUMP NAME | GOTO NAME (v2)
+            chain = self._value(rest.pop(0), "name") if action.type != "MARK" else None
+            action = self._value(action, "name")
         protocol = rest.pop(0) if rest and isinstance(rest[0], Value) else None
         target = rest.pop() if rest and isinstance(rest[-1], Target) else None
-        options = tuple(c for c in rest if isinstance(c, OptionNode))
+        options = tuple(c for c in rest if isinstance(c, OptionNode) and c.kind != "with")
+        withs = tuple(c for c in rest if isinstance(c, OptionNode) and c.kind == "with")
         matches = tuple(c for c in rest if isinstance(c, MatchNode))
         return RuleNode(action.text, action.span, protocol.text if protocol else None,
                         protocol.span if protocol else None, matches, target,
-                        self._cover(action, children[-1]), options)
+                        self._cover(action, children[-1]), options, chain, withs)
 
     def option(self, children):
         # PREFIX STRING | RATE NUMBER "/" NAME | SNAP NUMBER | AUDIT
@@ -299,6 +337,8 @@ class _Builder:
         keyword = children[0]
         kind = str(keyword)
         span = self._cover(keyword, children[-1])
+        if kind == "with":
+            return self.with_option(children)
         if kind in ("prefix", "snap"):
             value = self._value(children[1], "string" if kind == "prefix" else "number")
             return OptionNode(kind, self._tok_span(keyword), span, value=value)
@@ -323,7 +363,7 @@ class _Builder:
         body = children[1:] if negated else children
         field, last = body[0], body[-1]
         field_span, span = self._tok_span(field), self._cover(children[0], last)
-        if field.type == "FIELD":
+        if field.type in ("FIELD", "V2FIELD"):
             return MatchNode(str(field), negated, field_span, span, self._as_value(last))
         if field.type == "FLAGS":
             flags = tuple(c for c in body[1:] if isinstance(c, Flag))
@@ -338,13 +378,15 @@ class _Builder:
                          offset=offset, length=length)
 
     def _ct(self, body, negated: bool, span: Span) -> MatchNode:
-        """``CT STATE (list | name ("," name)*)``: the states as one list value."""
+        """``CT (STATE | STATUS) (list | name ("," name)*)``: the names as one list value
+        (field ``ct`` / ``ct-status``); ``CT MARK value``: field ``ct-mark``."""
+        field = {"STATE": "ct", "STATUS": "ct-status", "MARK": "ct-mark"}[body[1].type]
         values = [c for c in body[2:] if isinstance(c, Value)]
-        if len(values) == 1 and values[0].kind == "list":
-            states = values[0]
+        if field == "ct-mark" or (len(values) == 1 and values[0].kind == "list"):
+            states = self._as_value(body[-1]) if field == "ct-mark" else values[0]
         else:
             states = Value("list", "", self._cover(values[0], values[-1]), tuple(values))
-        return MatchNode("ct", negated, self._cover(body[0], body[1]), span, states)
+        return MatchNode(field, negated, self._cover(body[0], body[1]), span, states)
 
     def flag(self, children):
         return Flag(str(children[-1]), len(children) == 2, self._cover(children[0], children[-1]))
@@ -355,6 +397,8 @@ class _Builder:
     def destination(self, children):
         # address_item (":" port_item)?  |  "[" IPV6 "]" ":" port_item
         first = children[0]
+        if isinstance(first, Token) and first.type == "PORTONLY":
+            return self.port_only(first)
         bracketed_form = isinstance(first, Token) and first.type == "LSQB"
         address = self._as_value(children[1] if bracketed_form else first)
         port = self._as_value(children[-1]) if len(children) > 1 else None
@@ -375,7 +419,7 @@ class _Builder:
         return self._value(children[0], "name")
 
     _kinds = {"IPV4": "ipv4", "IPV6": "ipv6", "NUMBER": "number", "STRING": "string",
-              "VARREF": "var", "NAME": "name"}
+              "VARREF": "var", "NAME": "name", "WILDNAME": "name"}
 
     def _as_value(self, node) -> Value:
         if isinstance(node, Value):

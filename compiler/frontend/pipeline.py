@@ -10,11 +10,12 @@ import gc
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pfc.frontend import ir
-from pfc.frontend.check import ReadSet, check, encoding_error
+from pfc.frontend.check import ReadSet, encoding_error
 from pfc.frontend.diagnostics import (
     CompileError,
     Diagnostic,
@@ -24,32 +25,68 @@ from pfc.frontend.diagnostics import (
     sort_key,
     warning,
 )
+from pfc.frontend.firewall.check import check_file
+from pfc.frontend.firewall.ruleset import Ruleset
 from pfc.frontend.parse import parse
 from pfc.frontend.shadow import shadowed
 from pfc.frontend.source import MAX_POLICY_BYTES, SourceFile
-from pfc.frontend.syntax import Default, Module
+from pfc.frontend.syntax import BlockOpen, Default, InterfaceDecl, Module
 from pfc.frontend.text import describe_char
+
+# The command the front end serves (``pfc run`` ...), set by the CLI: named in the
+# error of a command that takes one rule list and was given a whole firewall.
+COMMAND: ContextVar[str | None] = ContextVar("pfc_command", default=None)
+WHOLE_FIREWALL_COMMANDS = "`pfc check`, `pfc fmt`, `pfc compile` and the language server"
 
 
 @dataclass
 class Compiled:
-    """The front end's result. ``policy`` is None when there are errors."""
+    """The front end's result: ``policy`` for a v1 file (one rule list), ``ruleset``
+    for a v2 file (a whole firewall); both None when there are errors."""
 
     source: SourceFile
     module: Module
     policy: ir.Policy | None
     diagnostics: list[Diagnostic]
     sources: dict[str, SourceFile] = field(default_factory=dict)
+    ruleset: Ruleset | None = None
 
     @property
     def ok(self) -> bool:
-        return self.policy is not None
+        return self.policy is not None or self.ruleset is not None
 
     def require(self) -> ir.Policy:
-        """The policy, or CompileError carrying the diagnostics."""
+        """The policy (one rule list), or CompileError carrying the diagnostics; for a
+        whole firewall, one error saying which commands take it."""
+        if self.policy is None and self.ruleset is not None:
+            raise CompileError([self._whole_firewall()], self.sources)
         if self.policy is None:
             raise CompileError(self.diagnostics, self.sources)
         return self.policy
+
+    def require_ruleset(self) -> Ruleset:
+        """The whole firewall, or CompileError: the diagnostics, or (for a v1 file) one
+        error saying it is one rule list."""
+        if self.ruleset is not None:
+            return self.ruleset
+        if self.policy is not None:
+            raise CompileError([error(
+                f"`{self.source.name}` is one rule list (v1), not a whole firewall (hook "
+                "blocks)", self.source.span(0, 0), code="not-a-firewall",
+                hint="write its rules in hook blocks, e.g. `input { ... }`")], self.sources)
+        raise CompileError(self.diagnostics, self.sources)
+
+    def _whole_firewall(self) -> Diagnostic:
+        first = next((s for s in self.module.statements if isinstance(s, BlockOpen)),
+                     next((s for s in self.module.statements
+                           if isinstance(s, InterfaceDecl)), None))
+        span = first.span if first is not None else self.source.span(0, 0)
+        command = f"`pfc {COMMAND.get()}`" if COMMAND.get() else "this command"
+        return error(f"`{self.source.name}` is a whole firewall (hook blocks); {command} "
+                     f"takes one rule list: {WHOLE_FIREWALL_COMMANDS} take whole firewalls "
+                     "so far", span, code="whole-firewall",
+                     hint="compile it with `pfc compile FILE --target T` (a block per "
+                     "target it carries)")
 
     def rule_text(self, rule: ir.Rule) -> str:
         """The rule's source text on one line (continuations joined)."""
@@ -82,13 +119,35 @@ def _compile_source(source: SourceFile, read_set: ReadSet | None) -> Compiled:
     if unreadable:
         return Compiled(source, Module(source, (), ()), None, unreadable, sources)
     module, diags = parse(source)
-    policy, check_diags = check(module, sources, read_set)
+    policy, ruleset, check_diags = check_file(module, sources, read_set)
     diags = diags + check_diags
     if not has_errors(diags):
-        diags += shadowed(policy) + _no_rules(policy, module)
+        diags += _warnings(policy, ruleset, module)
     diags.sort(key=sort_key)
     diags = capped(diags)
-    return Compiled(source, module, None if has_errors(diags) else policy, diags, sources)
+    if has_errors(diags):
+        policy = ruleset = None
+    return Compiled(source, module, policy, diags, sources, ruleset)
+
+
+def _warnings(policy: ir.Policy | None, ruleset: Ruleset | None,
+              module: Module) -> list[Diagnostic]:
+    """Shadowed rules (per list: each block and each chain) and the "no rules" one."""
+    if policy is not None:
+        return shadowed(policy) + _no_rules(policy, module)
+    out: list[Diagnostic] = []
+    for rules in [p.rules for p in ruleset.lists] + [c.rules for c in ruleset.chains]:
+        out += shadowed(ir.Policy(rules, source=ruleset.source))
+    end = len(module.source.text)
+    if not ruleset.lists:
+        out.append(warning("no hook blocks: this file filters nothing",
+                           module.source.span(end, end), code="no-rules",
+                           hint="rules go in hook blocks such as `input { ... }`"))
+    elif not ruleset.rules:
+        out.append(warning("no rules: every packet gets each block's default verdict",
+                           ruleset.lists[0].hook.span, code="no-rules",
+                           hint="add rules such as `drop udp dport 53` inside a block"))
+    return out
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -148,7 +148,34 @@ def _match_covers(ma: ir.Match, mb: ir.Match) -> bool:
     if isinstance(ma, ir.CtMatch):
         inner, outer = (ma.states, mb.states) if ma.negated else (mb.states, ma.states)
         return set(inner) <= set(outer)
-    return ma.offset == mb.offset and ma.data == mb.data
+    if isinstance(ma, ir.PayloadMatch):
+        return ma.offset == mb.offset and ma.data == mb.data
+    return _v2_covers(ma, mb)
+
+
+def _v2_covers(ma: ir.Match, mb: ir.Match) -> bool:
+    """The v2 matches (same type, field and negation): names and MACs as sets (a
+    name pattern ``eth*`` covers the names it matches); ``ct status`` holds when all
+    its bits are set, so fewer bits cover more."""
+    if isinstance(ma, ir.CtStatusMatch):
+        return set(ma.statuses) <= set(mb.statuses) if not ma.negated else ma == mb
+    if isinstance(ma, ir.IfaceMatch):
+        inner, outer = (ma.names, mb.names) if ma.negated else (mb.names, ma.names)
+        return all(any(_name_covers(q, p) for q in outer) for p in inner)
+    values = {ir.MacMatch: "macs", ir.AddrTypeMatch: "types"}.get(type(ma))
+    if values is None:
+        return False
+    a, b = getattr(ma, values), getattr(mb, values)
+    inner, outer = (a, b) if ma.negated else (b, a)
+    return set(inner) <= set(outer)
+
+
+def _name_covers(pattern: str, name: str) -> bool:
+    """Every interface ``name`` (itself maybe a pattern) matches is matched by
+    ``pattern``."""
+    if pattern == name:
+        return True
+    return pattern.endswith("*") and name.rstrip("*").startswith(pattern[:-1])
 
 
 def _subnet(p: ir.IPNetwork, q: ir.IPNetwork) -> bool:

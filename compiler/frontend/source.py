@@ -42,11 +42,16 @@ class SourceFile:
     ``bad_byte`` is set when the file was not UTF-8: (character offset in ``text``,
     byte value) of the first bad byte; ``text`` then holds U+FFFD for each bad
     sequence, and the front end reports the file instead of reading it.
+
+    ``echo`` False: no diagnostic shows the file's lines (set files: a policy may name
+    any readable file, ``/etc/shadow`` too, and pfc may run with more privilege than
+    the policy's author). Spans into it keep their line and column.
     """
 
     name: str
     text: str
     bad_byte: tuple[int, int] | None = None
+    echo: bool = True
 
     @classmethod
     def read(cls, path: str | Path, *, limit: int = MAX_POLICY_BYTES,

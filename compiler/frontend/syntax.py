@@ -15,7 +15,7 @@ from pfc.frontend.source import SourceFile, Span
 class Value:
     """A value as written.
 
-    ``kind`` is one of ``ipv4 ipv6 number string var range name list``; ``text`` is the
+    ``kind`` is one of ``ipv4 ipv6 number string var range name list mac``; ``text`` is the
     source text (for ``var`` without the ``$``); ``items`` holds a list's items or a
     range's two ends.
     """
@@ -99,7 +99,10 @@ class OptionNode:
 
 @dataclass(frozen=True)
 class Target:
-    address: Value
+    """``to ADDR[:PORT]``; ``address`` is None for ``to :PORT`` (``redirect`` in a nat
+    block) and holds the number of ``mark ... to N``."""
+
+    address: Value | None
     port: Value | None
     span: Span
     bracketed: bool = False
@@ -107,6 +110,9 @@ class Target:
 
 @dataclass(frozen=True)
 class RuleNode:
+    """One rule. v2: ``chain`` is the name after ``jump``/``goto``; ``reject_with``
+    holds each ``with R`` (``OptionNode`` of kind ``with``, its ``value`` the name)."""
+
     action: str
     action_span: Span
     protocol: str | None
@@ -115,9 +121,43 @@ class RuleNode:
     target: Target | None
     span: Span
     options: tuple[OptionNode, ...] = ()
+    chain: Value | None = None
+    reject_with: tuple[OptionNode, ...] = ()
 
 
-Statement = Define | SetDecl | Default | RuleNode
+# ------------------------------------------------------------------ v2: whole firewalls
+
+@dataclass(frozen=True)
+class BlockOpen:
+    """``HOOK [DEV, ...] {`` or ``chain NAME {``, a statement of its own line; its ``}``
+    is a ``BlockClose`` (pfc.frontend.firewall.blocks pairs them). ``kind`` is ``hook``
+    or ``chain``; ``name`` the hook (``nat prerouting``) or the chain's name; ``closed``
+    when ``}`` follows on the same line (an empty block)."""
+
+    kind: str
+    name: str
+    name_span: Span
+    span: Span
+    devices: tuple[Value, ...] = ()
+    closed: bool = False
+
+
+@dataclass(frozen=True)
+class BlockClose:
+    span: Span
+
+
+@dataclass(frozen=True)
+class InterfaceDecl:
+    """``interface NAME [address A/LEN | { ... }] [gateway ADDR]``."""
+
+    name: Value  # kind "name" or "string"
+    span: Span
+    addresses: Value | None = None
+    gateway: Value | None = None
+
+
+Statement = Define | SetDecl | Default | RuleNode | BlockOpen | BlockClose | InterfaceDecl
 
 
 @dataclass(frozen=True)
@@ -128,6 +168,10 @@ class Comment:
 
 @dataclass(frozen=True)
 class Module:
+    """A parsed file. ``broken``: the statements standing in for lines that did not
+    parse but open or close a block (``inptu {``), so the block structure holds."""
+
     source: SourceFile
     statements: tuple[Statement, ...]
     comments: tuple[Comment, ...]
+    broken: tuple[BlockOpen | BlockClose, ...] = ()

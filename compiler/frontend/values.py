@@ -17,7 +17,7 @@ from pfc.frontend.diagnostics import Diagnostic, Note, error, warning
 from pfc.frontend.ir import IPNetwork
 from pfc.frontend.source import SourceFile, Span
 from pfc.frontend.syntax import Value
-from pfc.frontend.text import describe_char, is_plain, shorten
+from pfc.frontend.text import describe_char, is_plain, shorten, visible
 
 
 @dataclass(frozen=True)
@@ -39,18 +39,17 @@ def atom_error(message: str, atom: Atom, hint: str | None = None,
     """An error at the atom's use site; a note points at its definition if elsewhere."""
     notes = ()
     if atom.defined_at is not None and atom.origin:
-        notes = (Note(f"`{atom.text}` comes from `${atom.origin}`, defined here",
+        notes = (Note(f"`{shorten(atom.text)}` comes from `${atom.origin}`, defined here",
                       atom.defined_at),)
     return error(message, atom.span, hint=hint, code=code, notes=notes)
 
 
 KIND_WORDS = {"addr": "an address", "int": "a number", "range": "a range",
-              "name": "a name", "bytes": "a string"}
+              "name": "a name", "bytes": "a string", "mac": "a MAC address"}
 
 _ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{0,2}|.)", re.S)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_NUMBER_CHARS = 64  # a number written longer is an error (0x + 32 hex digits fit)
-MAX_PREFIX_DIGITS = 3
 
 
 def parse_address(text: str, span: Span, diags: list[Diagnostic]) -> IPNetwork | None:
@@ -64,17 +63,20 @@ def parse_address(text: str, span: Span, diags: list[Diagnostic]) -> IPNetwork |
                            f"IPv{6 if ':' in address else 4} address", span,
                            code="bad-address"))
         return None
-    if length and (len(length.lstrip("0")) > MAX_PREFIX_DIGITS
-                   or int(length) > host.max_prefixlen):
+    if len(length) > MAX_NUMBER_CHARS:
+        diags.append(error(f"prefix length /{shorten(length)} is too long: {len(length):,} "
+                           f"digits (at most {MAX_NUMBER_CHARS})", span, code="bad-address"))
+        return None
+    bits = int(length) if length else host.max_prefixlen  # at most 64 digits: int is safe
+    if bits > host.max_prefixlen:
         diags.append(error(f"prefix length /{shorten(length)} is longer than "
                            f"{host.max_prefixlen}, the bits of an IPv{host.version} "
                            "address", span, code="bad-address"))
         return None
-    net = ipaddress.ip_network(f"{host}/{int(length) if length else host.max_prefixlen}",
-                               strict=False)
+    net = ipaddress.ip_network((host, bits), strict=False)
     if net.network_address != host:
         diags.append(warning(
-            f"`{text}` has host bits set; it means `{net}`", span,
+            f"`{shorten(text)}` has host bits set; it means `{net}`", span,
             hint=f"write `{net}`, or `{address}` for the single host", code="host-bits"))
     return net
 
@@ -151,13 +153,17 @@ def literal_atom(value: Value, diags: list[Diagnostic]) -> Atom | None:
         if lo is None or hi is None:
             return None
         if lo > hi:
-            diags.append(error(f"range `{value.text}` is empty: {lo} > {hi}", value.span,
-                               hint=f"write `{hi}-{lo}`", code="bad-range"))
+            short = len(value.text) <= 40
+            diags.append(error(f"range `{shorten(value.text)}` is empty: {shown_int(lo)} > "
+                               f"{shown_int(hi)}", value.span,
+                               hint=f"write `{hi}-{lo}`" if short else None, code="bad-range"))
             return None
         return Atom("range", (lo, hi), value.span, value.text)
     if value.kind == "string":
         data = decode_string(value, diags)
         return Atom("bytes", data, value.span, value.text) if data is not None else None
+    if value.kind == "mac":  # v2: `ether-src aa:bb:cc:dd:ee:ff`
+        return Atom("mac", bytes.fromhex(value.text.replace(":", "")), value.span, value.text)
     return Atom("name", value.text, value.span, value.text)
 
 
@@ -249,9 +255,35 @@ def _check_one_kind(atoms: list[Atom], diags: list[Diagnostic]) -> None:
     for atom in atoms:
         if (atom.kind == "addr") != first_is_addr:
             diags.append(error(
-                f"a set holds addresses or ports, not both: `{atom.text}` after "
-                f"`{atoms[0].text}`", atom.span, code="mixed-set"))
+                f"a set holds addresses or ports, not both: `{shorten(atom.text)}` after "
+                f"`{shorten(atoms[0].text)}`", atom.span, code="mixed-set"))
             return
+
+
+MAX_SET_FILE_ERRORS = 10  # errors shown per set file; the rest are counted in one
+
+
+def at_declaration(diags: list[Diagnostic], source: SourceFile, where: Span,
+                   written: str) -> list[Diagnostic]:
+    """A set file's diagnostics placed on the policy's ``set`` declaration (``where``,
+    its path as ``written``): ``line N of FILE: MESSAGE``, the place in the file kept as
+    a note's span (editors and JSON jump there; no diagnostic shows the file's lines,
+    see ``SourceFile.echo``, and every message quotes at most ~40 characters of an
+    entry). At most ``MAX_SET_FILE_ERRORS``, then one counting the rest."""
+    shown = visible(shorten(written, 60))
+    out = []
+    for d in diags[:MAX_SET_FILE_ERRORS]:
+        line = source.position(d.span.start)[0]
+        out.append(Diagnostic(d.severity, f"line {line:,} of {shown}: {d.message}", where,
+                              d.hint, (Note("here, in the set file", d.span),) + d.notes,
+                              d.code))
+    rest = len(diags) - MAX_SET_FILE_ERRORS
+    if rest > 0:
+        out.append(error(f"{rest:,} more error{'s' * (rest != 1)} in {shown} not shown",
+                         where, hint=f"pfc shows the first {MAX_SET_FILE_ERRORS} errors "
+                         "of a set file; is it really a list of addresses or ports?",
+                         code=diags[MAX_SET_FILE_ERRORS].code))
+    return out
 
 
 # ------------------------------------------------------------------- prefix lists

@@ -147,7 +147,7 @@ def delivered(packet: bytes) -> bool:
             return dst == ALL_NODES
         return not (dst[0] == 0xFE and dst[1] & 0xC0 == 0x80)
     ihl = (packet[0] & 0x0F) * 4
-    if struct.unpack("!H", packet[6:8])[0] & 0x3FFF or not _plain_options(packet[20:ihl]):
+    if struct.unpack("!H", packet[6:8])[0] & 0x3FFF or not packets.plain_options(packet[20:ihl]):
         return False
     src, dst = packet[12:16], packet[16:20]
     if src[0] >> 4 == 0xE or src == BROADCAST:
@@ -157,18 +157,3 @@ def delivered(packet: bytes) -> bool:
     if src == bytes(4):
         return dst in (BROADCAST, ALL_HOSTS)
     return dst[0] >> 4 != 0xE or dst == ALL_HOSTS
-
-
-def _plain_options(options: bytes) -> bool:
-    """NOPs and 4-byte Router Alerts, then nothing or only EOL bytes."""
-    i = 0
-    while i < len(options):
-        if options[i] == 0:
-            return not any(options[i:])
-        if options[i] == 1:
-            i += 1
-        elif options[i] == 0x94 and options[i + 1:i + 2] == b"\x04":
-            i += 4
-        else:
-            return False
-    return i == len(options)

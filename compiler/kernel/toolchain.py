@@ -1,12 +1,13 @@
 """clang for eBPF: C text → ELF object, with the exact command kept and a cache.
 
-``compile_c(source, stem)`` writes ``STEM.c`` into a fresh directory, runs
-``clang -O2 -g -target bpf -Wall -Werror -I/usr/include/<multiarch> -c STEM.c -o STEM.o``
-there, and returns the object and the command (as a shell line, relative to that
-directory: it is what ran, and what a user re-runs beside the saved ``.c``).
+``compile_c(source, stem)`` writes ``STEM.c`` into a fresh directory, runs ``clang -O2
+-g -target bpf -Wall -Werror -I/usr/include/<multiarch> -c ./STEM.c -o ./STEM.o`` there
+(``./``: a stem may start with ``-``), and returns the object and the command (as a
+shell line, relative to that directory: it is what ran, and what a user re-runs beside
+the saved ``.c``).
 
 Debian keeps ``asm/`` headers (pulled in by ``linux/bpf.h``) under
-``/usr/include/$(gcc -print-multiarch)``; clang's BPF target does not search there.
+``/usr/include/$(clang -print-multiarch)``; clang's BPF target does not search there.
 
 Objects are cached by a hash of (source, command, clang version) under
 ``$XDG_CACHE_HOME/pfc`` (else ``~/.cache/pfc``): the differential tests compile the
@@ -59,12 +60,17 @@ class Compiled:
 
 @cache
 def multiarch() -> str | None:
-    """``gcc -print-multiarch`` (e.g. x86_64-linux-gnu), or None without gcc."""
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        return None
-    out = subprocess.run([gcc, "-print-multiarch"], capture_output=True, text=True)
-    return out.stdout.strip() or None
+    """The multiarch triplet (e.g. x86_64-linux-gnu) as clang says it, else gcc (a
+    Debian host with clang need not have gcc: the Debian package does not pull it),
+    or None."""
+    for tool in (CLANG, "gcc"):
+        path = shutil.which(tool)
+        if path is None:
+            continue
+        out = subprocess.run([path, "-print-multiarch"], capture_output=True, text=True)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
+    return None
 
 
 def include_flags() -> list[str]:
@@ -84,10 +90,12 @@ def clang_version() -> str:
 
 
 def command(stem: str) -> list[str]:
-    """The clang argv that turns ``STEM.c`` into ``STEM.o`` in the current directory."""
+    """The clang argv that turns ``STEM.c`` into ``STEM.o`` in the current directory.
+    The names start with ``./``: a stem may start with ``-`` (a policy ``-.pf`` or
+    ``--help.pf``), and clang would read ``-.xdp.c`` as an option."""
     if not _SAFE_STEM.match(stem):
         raise ValueError(f"invalid object name `{stem}`")
-    return [CLANG, *FLAGS, *include_flags(), "-c", f"{stem}.c", "-o", f"{stem}.o"]
+    return [CLANG, *FLAGS, *include_flags(), "-c", f"./{stem}.c", "-o", f"./{stem}.o"]
 
 
 def cache_dir() -> Path | None:

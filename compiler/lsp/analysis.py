@@ -26,9 +26,11 @@ from pygls import uris
 
 from pfc import backends
 from pfc.backends.base import capability_errors
+from pfc.build import check_ruleset
 from pfc.frontend import ir
-from pfc.frontend.check import ReadSet, check
+from pfc.frontend.check import ReadSet
 from pfc.frontend.diagnostics import Diagnostic, error, sort_key, warning
+from pfc.frontend.firewall.check import check_file, is_firewall
 from pfc.frontend.pipeline import Compiled, compile_source
 from pfc.frontend.source import SourceFile, Span
 from pfc.frontend.syntax import Define, Module, RuleNode, SetDecl, Value
@@ -75,12 +77,23 @@ class Analysis:
 
     @cached_property
     def policy(self) -> ir.Policy:
-        """The checked policy; with errors, the rules that have none (checked again)."""
+        """The checked policy; with errors, the rules that have none (checked again).
+        For a whole firewall, every rule of the file (blocks and chains) in one list."""
         if self.compiled.policy is not None:
             return self.compiled.policy
+        if self.compiled.ruleset is not None:
+            return ir.Policy(self.compiled.ruleset.rules, source=self.source.name)
         if self._partial is None:
-            self._partial, _ = check(self.module, dict(self.compiled.sources), self.read_set)
+            policy, ruleset, _ = check_file(self.module, dict(self.compiled.sources),
+                                            self.read_set)
+            self._partial = policy if policy is not None else \
+                ir.Policy(ruleset.rules, source=self.source.name)
         return self._partial
+
+    @property
+    def firewall(self) -> bool:
+        """Whether the document is a whole firewall (hook blocks)."""
+        return is_firewall(self.module)
 
     @cached_property
     def rules_by_start(self) -> dict[int, ir.Rule]:
@@ -101,6 +114,8 @@ def analyse(source: SourceFile, version: int | None = None, settings: tuple[str,
     if compiled.policy is not None:  # as `pfc check --target T`: errors first, then limits
         for target in config.targets:
             diags += capability_errors(compiled.policy, registry[target], registry)
+    elif compiled.ruleset is not None and config.targets:  # the targets as one list
+        diags += check_ruleset(compiled.ruleset, list(config.targets))
     diags.sort(key=sort_key)
     analysis.diagnostics = diags
     analysis.elapsed = time.perf_counter() - started
@@ -221,7 +236,7 @@ def _values(stmt) -> list[Value]:
         return []
     values = [m.value for m in stmt.matches if m.value is not None]
     if stmt.target is not None:
-        values += [stmt.target.address] + ([stmt.target.port] if stmt.target.port else [])
+        values += [v for v in (stmt.target.address, stmt.target.port) if v is not None]
     return values
 
 

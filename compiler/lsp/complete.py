@@ -11,14 +11,25 @@ items into the LSP answer.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lsprotocol import types
 
 from pfc.frontend import ir
+from pfc.frontend.firewall.check import V1_FIELDS
+from pfc.frontend.firewall.hooks import BLOCKS, allows_field
+from pfc.lsp import firewall
 from pfc.lsp.analysis import Analysis, declarations
 from pfc.lsp.hover import ACTIONS, KEYWORDS, OPTIONS, PROTOCOL_DOCS
 from pfc.lsp.text import LineIndex
+from pfc.lsp.words import (
+    SECOND_WORDS,
+    TOP_WORDS,
+    V2_ACTIONS,
+    V2_KEYWORDS,
+    block_doc,
+    value_items,
+)
 
 _WORD = re.compile(r'#.*|"(?:\\.|[^"\\])*"?|\$[A-Za-z0-9_-]*|[A-Za-z_][A-Za-z0-9_-]*'
                    r'|[0-9A-Fa-f.:]+(?:/[0-9]*)?|==|\S')
@@ -26,8 +37,13 @@ _PARTIAL = re.compile(r"[$A-Za-z0-9_-]*$")
 _VALUE_FIELDS = frozenset(("src", "dst", "sport", "dport", "ttl", "len"))
 STATEMENT_WORDS = ("drop", "pass", "accept", "count", "redirect", "log", "define", "set",
                    "default")
-# options after the matches, per action (``limit``'s own words once it is there)
+# options after the matches, per action (``limit``'s own words once it is there); v2
+# blocks add ``limit`` on pass and reject, and reject's ``with``
 ACTION_OPTIONS = {"log": ("prefix", "rate", "snap"), "drop": ("limit", "audit")}
+V2_OPTIONS = {"pass": ("limit",), "accept": ("limit",), "reject": ("limit", "with")}
+# values after a v2 keyword: the context kind that offers them
+_V2_VALUES = {"with": "reject-kind", "dst-type": "addr-type", "src-type": "addr-type",
+              "ether-type": "ether-type", "iif": "iface", "oif": "iface"}
 LIMIT_OPTIONS = ("burst", "per")
 _VALUE_OPTIONS = frozenset(("prefix", "rate", "snap", "burst"))
 
@@ -48,6 +64,9 @@ class Context:
     used: frozenset[str] = field(default_factory=frozenset)
     versions: frozenset[int] = frozenset((4, 6))
     options: tuple[str, ...] = ()  # the options still open to this rule
+    block: str | None = None  # v2: the enclosing hook block, "chain", or None
+    v2: bool = False  # the text is a whole firewall
+    names: tuple[str, ...] = ()  # chains or interfaces to offer
 
 
 def logical_prefix(text: str, offset: int) -> tuple[int, str]:
@@ -72,9 +91,17 @@ def context(text: str, offset: int) -> Context:
     at = offset - len(partial)
     if partial.startswith("$"):
         return Context("name", partial, at)
+    v2 = firewall.is_v2(text)
+    block = firewall.enclosing(text, start) if v2 else None
     if not words:
-        return Context("statement", partial, at)
-    return _statement_context(words, partial, at)
+        return Context("statement", partial, at, block=block, v2=v2)
+    if words[0] in ("jump", "goto") and len(words) == 1:
+        return Context("chain-name", partial, at, names=tuple(firewall.chains_above(text, start)))
+    ctx = _statement_context(words, partial, at)
+    ctx = replace(ctx, block=block, v2=v2)
+    if ctx.kind == "iface":
+        ctx = replace(ctx, names=tuple(firewall.interfaces(text)))
+    return _v2_options(ctx, words) if v2 else ctx
 
 
 def _open_string(word: str) -> bool:
@@ -84,13 +111,20 @@ def _open_string(word: str) -> bool:
 
 def _statement_context(words: list[str], partial: str, at: int) -> Context:
     first = words[0]
+    if first in SECOND_WORDS and len(words) == 1:
+        return Context("hook-second", partial, at, names=SECOND_WORDS[first])
+    if first in ("jump", "goto"):
+        words = [first, *words[2:]]  # the chain's name is not part of the rule
+    if first == "interface":
+        return Context("interface" if len(words) >= 2 and words[-1] not in (
+            "address", "gateway") and "{" not in words else "none", partial, at)
     if first == "default":
         return Context("default" if len(words) == 1 else "none", partial, at)
     if first == "define":
         return Context("name" if words[2:3] == ["="] else "none", partial, at)
     if first == "set":
         return Context("set-file" if words[2:] == ["="] else "none", partial, at)
-    if first not in ACTIONS:
+    if first not in ACTIONS and first not in V2_ACTIONS:
         return Context("none", partial, at)
     return _rule_context(words, partial, at)
 
@@ -119,6 +153,8 @@ def _rule_context(words: list[str], partial: str, at: int) -> Context:
         return _with(base, "proto-value")
     if last == "icmp-type":
         return _with(base, "icmp-type")
+    if last in _V2_VALUES or listed in _V2_VALUES:
+        return _with(base, _V2_VALUES[last if last in _V2_VALUES else listed])
     if last in _VALUE_FIELDS or listed is not None:
         return _with(base, "name")
     if _in_payload(words):
@@ -141,6 +177,15 @@ def _with(ctx: Context, kind: str, used: frozenset[str] | None = None) -> Contex
                    ctx.used if used is None else used, ctx.versions, ctx.options)
 
 
+def _v2_options(ctx: Context, words: list[str]) -> Context:
+    """In a whole firewall ``pass`` and ``reject`` take ``limit``, ``reject`` ``with``."""
+    extra = tuple(o for o in V2_OPTIONS.get(words[0], ())
+                  if o not in words and o not in ctx.options)
+    if not extra or ctx.kind not in ("match", "options", "protocol-or-match"):
+        return ctx
+    return replace(ctx, options=ctx.options + extra)
+
+
 def _open_options(words: list[str]) -> tuple[str, ...]:
     opts = ACTION_OPTIONS.get(words[0], ())
     if "limit" in words:
@@ -154,6 +199,10 @@ def _option_context(words: list[str]) -> tuple[str, frozenset[str] | None] | Non
     last = words[-1]
     if last == "ct":
         return "ct-keyword", None
+    if "status" in words and words[words.index("status") - 1] == "ct":
+        given = frozenset(w for w in words[words.index("status") + 1:] if w in ir.CT_STATUSES)
+        if last in ("status", ",", "{"):
+            return "ct-status", given
     states = _state_list(words)
     if states is not None:
         return "ct-state", states
@@ -217,12 +266,18 @@ def _versions(words: list[str], protocol: str | None) -> frozenset[int]:
     return frozenset(versions)
 
 
-def fields_for(protocol: str | None, versions: frozenset[int] = frozenset((4, 6))) -> list[str]:
-    """The match keywords valid in a rule of this protocol (and IP versions)."""
+def fields_for(protocol: str | None, versions: frozenset[int] = frozenset((4, 6)),
+               block: str | None = None, v2: bool = False) -> list[str]:
+    """The match keywords valid in a rule of this protocol (and IP versions), in
+    ``block`` (a hook block, ``chain``, or None: a v1 file, or outside blocks)."""
     proto, family = ir.PROTOCOLS[protocol or "all"]
     versions = versions & family.versions
     out = []
     for name, info in ir.FIELDS.items():
+        if not _in_block(name, block, v2):
+            continue
+        if name == "ether-type" and protocol not in (None, "all"):
+            continue
         if info.protocols is not None and proto not in info.protocols:
             continue
         if name == "proto" and protocol not in (None, "all", "ip", "ip6"):
@@ -231,6 +286,12 @@ def fields_for(protocol: str | None, versions: frozenset[int] = frozenset((4, 6)
             continue
         out.append(name)
     return out
+
+
+def _in_block(field: str, block: str | None, v2: bool) -> bool:
+    if block in BLOCKS:
+        return allows_field(BLOCKS[block], field)
+    return field in V1_FIELDS or (v2 and block == "chain")
 
 
 # ---------------------------------------------------------------------------- items
@@ -249,8 +310,10 @@ class Item:
 def items(ctx: Context, names: dict[str, str]) -> list[Item]:
     """What to offer. ``names``: declared names (without ``$``) → their declaration."""
     if ctx.kind == "statement":
-        return [Item(w, "keyword", "action" if w in ACTIONS else "declaration",
-                     ACTIONS[w][0] if w in ACTIONS else KEYWORDS[w]) for w in STATEMENT_WORDS]
+        return _statement_items(ctx)
+    v2 = value_items(ctx.kind, ctx.names, ctx.used)
+    if v2 is not None:
+        return [Item(*i) for i in v2]
     if ctx.kind == "default":
         return [Item(v, "keyword", "default verdict") for v in ("pass", "drop")]
     if ctx.kind == "set-file":
@@ -278,12 +341,38 @@ def items(ctx: Context, names: dict[str, str]) -> list[Item]:
 
 
 def _option_items(ctx: Context) -> list[Item]:
-    return [Item(o, "keyword", "option", OPTIONS[o][0]) for o in ctx.options]
+    return [Item(o, "keyword", "option", OPTIONS[o][0] if o in OPTIONS else V2_KEYWORDS[o])
+            for o in ctx.options]
+
+
+def _statement_items(ctx: Context) -> list[Item]:
+    """At the start of a line: the v1 words, the block words at the top level, the
+    actions a block allows (and its ``default``) inside it."""
+    if ctx.block is None:
+        words = [w for w in STATEMENT_WORDS if not ctx.v2 or w in ("define", "set")]
+        return [Item(w, "keyword", "action" if w in ACTIONS else "declaration",
+                     ACTIONS[w][0] if w in ACTIONS else KEYWORDS[w]) for w in words] + \
+            [Item(w, "keyword", "block" if w not in V2_KEYWORDS else "declaration",
+                  V2_KEYWORDS.get(w) or block_doc(w)) for w in TOP_WORDS]
+    spec = BLOCKS.get(ctx.block)
+    allowed = spec.actions | {"accept"} if spec else set(ACTIONS) | set(V2_ACTIONS)
+    out = [Item(w, "keyword", "action", doc) for w, (doc, _) in {**ACTIONS, **V2_ACTIONS}.items()
+           if w in allowed and (w != "accept" or "pass" in allowed)]
+    if spec is not None and spec.has_default:
+        out.append(Item("default", "keyword", "declaration", KEYWORDS["default"]))
+    return out
+
+
+def _ct_words(ctx: Context) -> list[Item]:
+    out = [Item("state", "keyword", "connection state", OPTIONS["state"][0])]
+    if ctx.v2 and ctx.block not in ("ingress", "egress", "raw prerouting", "raw output"):
+        out += [Item("status", "keyword", "connection status", V2_KEYWORDS["status"]),
+                Item("mark", "keyword", "connection mark", ir.FIELDS["ct-mark"].doc)]
+    return out
 
 
 _OPTION_ITEMS = {
-    "ct-keyword": lambda ctx: [Item("state", "keyword", "connection state",
-                                    OPTIONS["state"][0])],
+    "ct-keyword": _ct_words,
     "ct-state": lambda ctx: [Item(s, "value", "connection state") for s in ir.CT_STATES
                              if s not in ctx.used],
     "limit-rate": lambda ctx: [Item("rate", "keyword", "rate", OPTIONS["rate"][0])],
@@ -298,9 +387,10 @@ def _protocol_items() -> list[Item]:
 
 
 def _field_items(ctx: Context) -> list[Item]:
+    fields = [f for f in fields_for(ctx.protocol, ctx.versions, ctx.block, ctx.v2)
+              if f not in ("ct-status", "ct-mark")]  # written `ct status`, `ct mark`
     return [Item(f, "field", ir.FIELDS[f].values, ir.FIELDS[f].doc)
-            for f in fields_for(ctx.protocol, ctx.versions)
-            if f not in ctx.used or f == "payload"]
+            for f in fields if f not in ctx.used or f == "payload"]
 
 
 def _icmp_items(protocol: str | None) -> list[Item]:

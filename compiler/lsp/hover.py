@@ -12,14 +12,18 @@
 from __future__ import annotations
 
 from pfc import backends
-from pfc.backends.base import FEATURES
+from pfc.backends.base import FEATURES, FIELD_FEATURES
 from pfc.frontend import ir
+from pfc.frontend.firewall.check import V1_FIELDS
+from pfc.frontend.firewall.hooks import blocks_allowing
 from pfc.frontend.fmt import statement
 from pfc.frontend.syntax import RuleNode, SetDecl
 from pfc.lsp.analysis import Analysis, declarations
+from pfc.lsp.firewall import chain_definitions, enclosing
 from pfc.lsp.forms import forms, render
 from pfc.lsp.reading import reading
 from pfc.lsp.text import Tok, lex, token_at
+from pfc.lsp.words import V2_ACTIONS, V2_KEYWORDS, block_doc, value_names
 
 ACTIONS = {
     "drop": ("discard the packet", set()),
@@ -69,7 +73,10 @@ PROTOCOL_DOCS = {
     "icmp": ("ICMP: IPv4 protocol 1", set()),
     "icmp6": ("ICMPv6: IPv6 Next Header 58", {"ipv6"}),
 }
-_ACTION_TOKENS = frozenset(("DROP", "PASS", "ACCEPT", "COUNT", "REDIRECT", "LOG"))
+_ACTION_TOKENS = frozenset(("DROP", "PASS", "ACCEPT", "COUNT", "REDIRECT", "LOG", "REJECT",
+                            "NOTRACK", "DNAT", "SNAT", "MASQUERADE", "JUMP", "GOTO"))
+_HOOK_TOKENS = frozenset(("INGRESS", "EGRESS", "PREROUTING", "INPUT", "FORWARD", "OUTPUT",
+                          "POSTROUTING"))
 _OPTION_TOKENS = frozenset(("PREFIX", "RATE", "SNAP", "LIMIT", "BURST", "PER", "AUDIT",
                             "STATE"))
 _PROTOCOL_TOKENS = frozenset(("ALL", "IP", "IP6", "TCP", "UDP", "ICMP", "ICMP6"))
@@ -84,11 +91,14 @@ def hover(analysis: Analysis, offset: int) -> str | None:
     tok = token_at(tokens, offset)
     if tok is None:
         return None
-    if tok.type in _ACTION_TOKENS:
+    v2 = _v2_hover(analysis, tokens, tok)
+    if v2 is not None:
+        return v2
+    if tok.type in _ACTION_TOKENS or (tok.text == "mark" and tok is tokens[0]):
         node = next((n for n in analysis.module.statements if isinstance(n, RuleNode)
                      and n.action_span.start == tok.start), None)
         return rule_hover(analysis, node) if node else action_doc(tok.text)
-    if tok.type in _FIELD_TOKENS:
+    if tok.type in _FIELD_TOKENS or tok.type == "V2FIELD":
         return field_doc(tok.text)
     if tok.type == "CT":
         return field_doc("ct")
@@ -101,6 +111,35 @@ def hover(analysis: Analysis, offset: int) -> str | None:
     if tok.type == "NAME":
         return value_doc(tok.text)
     return KEYWORDS.get(tok.text)
+
+
+def _v2_hover(analysis: Analysis, tokens: list[Tok], tok: Tok) -> str | None:
+    """Hook block words, ``chain``/``interface``/``with``/``status``, ``ct mark``, chain
+    names after ``jump``/``goto``/``chain``, and the v2 value names."""
+    i = tokens.index(tok)
+    before = tokens[i - 1] if i > 0 else None
+    if tok.type in _HOOK_TOKENS and i == (1 if before and before.type in ("RAW", "NAT") else 0):
+        return block_doc(f"{before.text} {tok.text}" if i else tok.text)
+    if tok.text == "mark" and before is not None and before.type == "CT":
+        return field_doc("ct-mark")
+    if tok.type == "STATUS":
+        return field_doc("ct-status")
+    if tok.type in ("RAW", "NAT", "CHAIN", "INTERFACE", "ADDRESS", "GATEWAY", "WITH"):
+        return f"**{tok.text}** — {V2_KEYWORDS[tok.text]}"
+    if tok.type == "NAME" and before is not None and before.type in ("JUMP", "GOTO", "CHAIN"):
+        return chain_doc(analysis, tok.text)
+    if value_names(tok.text) and before is not None \
+            and before.type in ("WITH", "STATUS", "V2FIELD", "COMMA", "LBRACE"):
+        return "\n\n".join(value_names(tok.text))
+    return None
+
+
+def chain_doc(analysis: Analysis, name: str) -> str:
+    spans = chain_definitions(analysis.module).get(name)
+    if not spans:
+        return f"chain `{name}` is not defined"
+    line = analysis.source.position(spans[0].start)[0]
+    return f"**chain {name}** (line {line}) — {V2_KEYWORDS['chain']}"
 
 
 def _declares(tokens: list[Tok], tok: Tok) -> bool:
@@ -126,6 +165,8 @@ def field_doc(name: str) -> str | None:
     info = ir.FIELDS.get(name)
     if info is None:
         return None
+    if name not in V1_FIELDS:
+        return _v2_field_doc(name, info)
     if info.layer is ir.Layer.STATE:
         needs, layer = "an IP rule", ("the connection tracker's state, from the frames "
                                       "before; states: " + ", ".join(ir.CT_STATES))
@@ -141,6 +182,18 @@ def field_doc(name: str) -> str | None:
     return "\n\n".join([f"**{name}** — {info.doc}", f"Values: {info.values}. "
                         f"Needs: {needs}; {layer}. `!{name}` negates it (the field must "
                         "still be there).", support_line(feats), _ipv6_line(feats)]).strip()
+
+
+def _v2_field_doc(name: str, info: ir.FieldInfo) -> str:
+    written = {"ct-status": "ct status", "ct-mark": "ct mark"}.get(name, name)
+    needs = "any frame (IP or not)" if info.families is ir.Family.ANY else "an IP rule"
+    if info.protocols is not None:
+        needs = " or ".join(f"`{p}`" for p, (n, _) in ir.PROTOCOLS.items()
+                            if n in info.protocols)
+    return "\n\n".join([
+        f"**{written}** — {info.doc}", f"Values: {info.values}. Needs: {needs}. "
+        f"`!{written}` negates it.", "In blocks: " + ", ".join(blocks_allowing(field=name)),
+        support_line({FIELD_FEATURES[name]})])
 
 
 def _ipv6_line(feats: set[str]) -> str:
@@ -163,8 +216,9 @@ def option_doc(name: str) -> str:
 
 
 def action_doc(name: str) -> str:
-    doc, needs = ACTIONS[name]
-    terminal = "not terminal" if name in ("count", "log") else "terminal"
+    doc, needs = ACTIONS[name] if name in ACTIONS else V2_ACTIONS[name]
+    terminal = "not terminal" if name in ("count", "log", "notrack", "mark") else \
+        "decided by the chain" if name in ("jump", "goto") else "terminal"
     return f"**{name}** ({terminal}) — {doc}\n\n{support_line(needs)}"
 
 
@@ -181,6 +235,7 @@ def value_doc(name: str) -> str | None:
         lines.append(f"IP protocol **{name}** = {ir.PROTO_NUMBERS[name]}")
     if name in ir.CT_STATES:
         lines.append(f"connection state **{name}** (`ct state {name}`)")
+    lines += value_names(name)
     return "\n\n".join(lines) or None
 
 
@@ -204,9 +259,22 @@ def rule_hover(analysis: Analysis, node: RuleNode) -> str:
                       and node.span.start <= d.span.start <= node.span.end), None)
         why = f": {first.message}" if first else ""
         return f"{head} — has errors{why}\n\n{action_doc(node.action)}"
+    if analysis.firewall:
+        return f"{head} — {reading(rule)}\n\n---\n\n{_block_line(analysis, node)}"
     targets = analysis.config.targets or tuple(n for n in backends.registry() if n != "ir")
     where = {"comment": "targets from `# pfc: targets`",
              "settings": "targets from the `pfc.targets` setting"}.get(
         analysis.config.origin, "all targets (none configured)")
     compiled = render(forms(rule, analysis.policy, targets))
     return f"{head} — {reading(rule)}\n\n---\n\nCompiled ({where}):\n\n{compiled}"
+
+
+def _block_line(analysis: Analysis, node: RuleNode) -> str:
+    """Where a rule of a whole firewall runs, and the targets that carry its block."""
+    block = enclosing(analysis.source.text, node.span.start)
+    if block is None or block == "chain":
+        return "In a chain: it runs in the blocks that `jump` to it." if block else \
+            "Outside every block."
+    able = [n for n, b in backends.registry().items() if block in b.carries and n != "ir"]
+    return (f"In block `{block}`; targets that carry it: {', '.join(able) or 'none yet'} "
+            "(`pfc compile FILE --target T1,T2`).")

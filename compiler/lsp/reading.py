@@ -10,13 +10,21 @@ from __future__ import annotations
 from pfc.frontend import ir
 
 _VERBS = {"drop": "drops", "pass": "passes", "count": "counts", "redirect": "redirects",
-          "log": "logs"}
+          "log": "logs", "reject": "rejects", "notrack": "exempts from conntrack",
+          "mark": "marks", "dnat": "translates the destination of",
+          "snat": "translates the source of", "masquerade": "masquerades",
+          "jump": "sends", "goto": "sends"}
 _NOUNS = {"tcp": "TCP packets", "udp": "UDP packets", "icmp": "ICMP packets",
           "icmp6": "ICMPv6 packets", "ip": "IPv4 packets", "ip6": "IPv6 packets"}
 _FAMILY_NOUNS = {ir.Family.ANY: "all frames (IP or not)", ir.Family.IP: "IP packets",
                  ir.Family.IP4: "IPv4 packets", ir.Family.IP6: "IPv6 packets"}
 _INT_WHAT = {"sport": "source port", "dport": "destination port", "len": "IP length",
-             "proto": "IP protocol", "icmp-type": "ICMP type"}
+             "proto": "IP protocol", "icmp-type": "ICMP type", "icmp-code": "ICMP code",
+             "vlan-id": "VLAN id", "mark": "mark", "ct-mark": "connection mark",
+             "ether-type": "EtherType"}
+_V2_WITH = {"iif": "that arrive on", "oif": "that leave by", "ether-src": "Ethernet source",
+            "ether-dst": "Ethernet destination", "dst-type": "destination of type",
+            "src-type": "source of type", "ct-status": "connection status"}
 _PROTO_NAMES: dict[int, str] = {}
 for _name, _number in ir.PROTO_NUMBERS.items():
     _PROTO_NAMES.setdefault(_number, _name)
@@ -65,6 +73,25 @@ def _tail(action: ir.Action) -> str:
                 "next rule")
     if isinstance(action, ir.Drop) and action.audit:
         return " in audit mode: they pass, counted and logged as would-be drops"
+    return _v2_tail(action)
+
+
+def _v2_tail(action: ir.Action) -> str:
+    if isinstance(action, ir.Reject):
+        return f", answering with {action.kind}"
+    if isinstance(action, ir.Mark):
+        return f" with {action.value} (0x{action.value:x}), then goes on with the next rule"
+    if isinstance(action, ir.Notrack):
+        return ", then goes on with the next rule"
+    if isinstance(action, ir.Jump):
+        rest = "the block's default" if action.goto else "the rule after this one"
+        return f" to chain {action.chain} (undecided: {rest})"
+    if isinstance(action, ir.Nat) and action.kind in ("dnat", "snat"):
+        port = f" port {action.port}" if action.port is not None else ""
+        return f", to {action.address}{port}"
+    if isinstance(action, ir.Nat) and action.kind == "redirect":
+        return f" to the host itself, port {action.port}" if action.port is not None \
+            else " to the host itself"
     return ""
 
 
@@ -87,7 +114,23 @@ def _with(m: ir.Match, rule: ir.Rule) -> str:
     if isinstance(m, ir.CtMatch):
         states = " or ".join(m.states)
         return f"connection state {'other than ' if m.negated else ''}{states}"
-    return _payload(m)
+    if isinstance(m, ir.PayloadMatch):
+        return _payload(m)
+    return _v2_with(m)
+
+
+def _v2_with(m: ir.Match) -> str:
+    if isinstance(m, ir.MacMatch):
+        values = [":".join(f"{b:02x}" for b in mac) for mac in m.macs]
+    elif isinstance(m, ir.CtStatusMatch):
+        return f"connection status {'not ' if m.negated else ''}{' and '.join(m.statuses)}"
+    else:
+        values = list(getattr(m, "names", None) or getattr(m, "types", ()))
+    shown = _summary(values, getattr(m, "set_name", None), "values")
+    what = _V2_WITH[m.field]
+    if m.negated and what.startswith("that "):
+        return f"that do not {what[5:]} {shown}"
+    return f"{what} {'none of ' if m.negated else ''}{shown}"
 
 
 def _int_what(field: str, rule: ir.Rule) -> str:

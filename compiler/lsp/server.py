@@ -47,6 +47,7 @@ from pfc.lsp.analysis import (
     symbol_at,
 )
 from pfc.lsp.complete import completion_list, no_items
+from pfc.lsp.firewall import chain_at, chain_definitions, chain_uses, folding_ranges
 from pfc.lsp.hover import hover
 from pfc.lsp.text import UTF16, LineIndex
 from pfc.lsp.tokens import TOKEN_MODIFIERS, TOKEN_TYPES, encode
@@ -300,25 +301,49 @@ def _requests(server: PfcServer) -> None:
     async def on_definition(ls: PfcServer, params: types.DefinitionParams
                             ) -> list[types.Location] | None:
         analysis = await ls.current(params.text_document.uri)
-        name = symbol_at(analysis.module, analysis.index.offset(params.position))
+        offset = analysis.index.offset(params.position)
+        name = symbol_at(analysis.module, offset)
         spans = definitions(analysis.module).get(name or "", [])
+        if name is None and (chain := chain_at(analysis.module, offset)) is not None:
+            spans = chain_definitions(analysis.module).get(chain, [])
         return [types.Location(params.text_document.uri, analysis.index.range(spans[0]))] \
             if spans else None
+
+    @server.feature(types.TEXT_DOCUMENT_FOLDING_RANGE)
+    @guard.guarded(list)
+    async def on_folding(ls: PfcServer, params: types.FoldingRangeParams
+                         ) -> list[types.FoldingRange]:
+        analysis = await ls.current(params.text_document.uri)
+        return [types.FoldingRange(first, last, kind=types.FoldingRangeKind.Region)
+                for first, last in folding_ranges(analysis.module)]
 
     @server.feature(types.TEXT_DOCUMENT_REFERENCES)
     @guard.guarded()
     async def on_references(ls: PfcServer, params: types.ReferenceParams
                             ) -> list[types.Location] | None:
         analysis = await ls.current(params.text_document.uri)
-        name = symbol_at(analysis.module, analysis.index.offset(params.position))
+        offset = analysis.index.offset(params.position)
+        name = symbol_at(analysis.module, offset)
         if name is None:
-            return None
+            return _chain_references(analysis, offset, params)
         spans = [s for n, s in references(analysis.module) if n == name]
         if params.context.include_declaration:
             spans += definitions(analysis.module).get(name, [])
         uri = params.text_document.uri
         return [types.Location(uri, analysis.index.range(s))
                 for s in sorted(spans, key=lambda s: s.start)]
+
+
+def _chain_references(analysis: Analysis, offset: int, params: types.ReferenceParams
+                      ) -> list[types.Location] | None:
+    chain = chain_at(analysis.module, offset)
+    if chain is None:
+        return None
+    spans = [s for n, s in chain_uses(analysis.module) if n == chain]
+    if params.context.include_declaration:
+        spans += chain_definitions(analysis.module).get(chain, [])
+    return [types.Location(params.text_document.uri, analysis.index.range(s))
+            for s in sorted(spans, key=lambda s: s.start)]
 
 
 def _no_tokens() -> types.SemanticTokens:

@@ -16,26 +16,37 @@ TOKEN_TYPES = ("keyword", "action", "protocol", "field", "number", "address", "s
 TOKEN_MODIFIERS = ("declaration",)
 
 _KIND = {
-    **dict.fromkeys(("DEFINE", "SET", "FILE", "DEFAULT", "TO"), "keyword"),
-    **dict.fromkeys(("DROP", "PASS", "ACCEPT", "COUNT", "REDIRECT"), "action"),
+    **dict.fromkeys(("DEFINE", "SET", "FILE", "DEFAULT", "TO", "CHAIN", "INTERFACE",
+                     "ADDRESS", "GATEWAY", "WITH", "INGRESS", "EGRESS", "RAW", "NAT",
+                     "PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING", "CLOSE"),
+                    "keyword"),
+    **dict.fromkeys(("DROP", "PASS", "ACCEPT", "COUNT", "REDIRECT", "REJECT", "NOTRACK",
+                     "MARK", "DNAT", "SNAT", "MASQUERADE", "JUMP", "GOTO"), "action"),
     **dict.fromkeys(("ALL", "IP", "IP6", "TCP", "UDP", "ICMP", "ICMP6"), "protocol"),
-    **dict.fromkeys(("FIELD", "FLAGS", "FRAG", "PAYLOAD"), "field"),
+    **dict.fromkeys(("FIELD", "FLAGS", "FRAG", "PAYLOAD", "V2FIELD", "STATUS"), "field"),
+    "WILDNAME": "enumMember", "PORTONLY": "number",
     "NUMBER": "number", "IPV4": "address", "IPV6": "address", "STRING": "string",
     "VARREF": "variable", "COMMENT": "comment", "NOT": "operator", "EQEQ": "operator",
 }
-_VALUE_BEFORE = frozenset(("FIELD", "COMMA", "LBRACE"))
+_VALUE_BEFORE = frozenset(("FIELD", "V2FIELD", "COMMA", "LBRACE"))
 
 
-def classify(tokens: list[Tok]) -> list[tuple[Tok, str, int]]:
-    """(token, type, modifier bits) for every token that gets a colour."""
+def classify(tokens: list[Tok], text: str | None = None) -> list[tuple[Tok, str, int]]:
+    """(token, type, modifier bits) for every token that gets a colour (``text``: the
+    text lexed, so a line's first token is known: ``{`` ending the line above makes
+    no value of it, ``mark`` starting a line is the action)."""
     out = []
     prev = None
     for tok in tokens:
+        if text is not None and prev is not None and "\n" in text[prev.end:tok.start]:
+            prev = None
         kind, mods = _KIND.get(tok.type), 0
+        if tok.type == "V2FIELD" and tok.text == "mark" and prev is None:
+            kind = "action"
         if kind in ("action", "protocol") and prev is not None and prev.type in _VALUE_BEFORE:
             kind = "enumMember"  # `proto tcp`, `icmp-type { redirect, ... }`: a value
         if tok.type == "NAME":
-            declares = prev is not None and prev.type in ("DEFINE", "SET")
+            declares = prev is not None and prev.type in ("DEFINE", "SET", "CHAIN")
             kind, mods = ("variable", 1) if declares else ("enumMember", 0)
         if kind is not None:
             out.append((tok, kind, mods))
@@ -48,7 +59,7 @@ def encode(text: str, index: LineIndex | None = None) -> list[int]:
     index = index or LineIndex(text)
     data: list[int] = []
     last_line = last_col = 0
-    for tok, kind, mods in classify(lex(text)):
+    for tok, kind, mods in classify(lex(text), text):
         start, end = index.position(tok.start), index.position(tok.end)
         if start.line != end.line:  # tokens never span lines; be safe anyway
             continue

@@ -5,9 +5,12 @@ A model of Linux netfilter conntrack (``nf_conntrack_core.c``, ``nf_conntrack_pr
 (nft/iptables input). docs/language.md "Connection state" is the reference; in short:
 
 - A connection is keyed by its original tuple (IP version, protocol, addresses, and the
-  ports for TCP/UDP or the echo identifier for ICMP echo) and found by that tuple or by
-  its reply (swapped) tuple. A packet of its original direction is ``new`` until a reply
-  was seen, then ``established``; a reply-direction packet is ``established``.
+  ports for TCP/UDP; for ICMP the identifier, type and code, as ``icmp_pkt_to_tuple``)
+  and found by that tuple or by its reply tuple (``nf_ct_invert_tuple``: addresses and
+  ports swapped; ICMP types mapped request <-> reply by ``invmap``, so an echo reply
+  sent in the direction of its request, or a request sent back, is not the reply of
+  that connection). A packet of its original direction is ``new`` until a reply was
+  seen, then ``established``; a reply-direction packet is ``established``.
 - Only a packet the policy lets through creates a connection (the kernel confirms a new
   entry only when the packet leaves the hook; a dropped packet's entry is freed). A
   packet of a known connection advances it whatever its verdict.
@@ -15,9 +18,12 @@ A model of Linux netfilter conntrack (``nf_conntrack_core.c``, ``nf_conntrack_pr
   not), a transport header the kernel would not read, a bad TCP/UDP/ICMP checksum
   (conntrack verifies it at PREROUTING), TCP flags ``tcp_valid_flags`` rejects, a TCP
   packet the state table (``tcp_conntracks``) refuses in its state, an ICMP error
-  for no known connection, an ICMP message that can neither open nor answer one.
-- ``related``: an ICMP/ICMPv6 error (destination unreachable, time exceeded, ...)
-  quoting a packet of a known connection. Helpers (FTP ...) are not modelled.
+  for no known connection or sent to another address than the quoted packet's source
+  (``nf_conntrack_inet_error``), an ICMP message that can neither open nor answer one
+  (an echo reply without its request: ``valid_new``).
+- ``related``: an ICMP/ICMPv6 error (ICMP destination unreachable, source quench,
+  redirect, time exceeded, parameter problem; every ICMPv6 type below 128) quoting a
+  packet of a known connection. Helpers (FTP ...) are not modelled.
 - ICMPv6 neighbour discovery and MLD are untracked: no state, so every ``ct state``
   match is false (its negation true).
 
@@ -53,12 +59,19 @@ FIN, SYN, RST, PSH, ACK, URG = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
 # tcp_valid_flags: the combinations of FIN SYN RST ACK URG conntrack accepts
 _VALID_FLAGS = {SYN, SYN | URG, SYN | ACK, RST, RST | ACK, FIN | ACK, FIN | ACK | URG,
                 ACK, ACK | URG}
-# ICMP: request type -> reply type (icmp_new's valid_new / invmap); errors quote a packet
+# ICMP (nf_conntrack_proto_icmp.c, _icmpv6.c): the types a tuple inverts to (invmap:
+# request <-> reply), the types that can open a connection (valid_new), the errors that
+# quote a packet (icmp_is_err; ICMPv6: every type below 128) and the ICMPv6 types
+# conntrack leaves untracked (noct_valid_new)
 _ICMP_PAIRS = {ICMP: {8: 0, 13: 14, 15: 16, 17: 18}, ICMP6: {128: 129, 139: 140}}
-_ICMP_ERRORS = {ICMP: {3, 4, 5, 11, 12}, ICMP6: {1, 2, 3, 4}}
+_ICMP_INVERSE = {proto: {**pairs, **{r: q for q, r in pairs.items()}}
+                 for proto, pairs in _ICMP_PAIRS.items()}
+_ICMP_ERRORS = {ICMP: frozenset((3, 4, 5, 11, 12)), ICMP6: frozenset(range(128))}
 _ICMP6_UNTRACKED = {130, 131, 132, 133, 134, 135, 136, 143, 151, 152}  # noct_valid_new
 
-Tuple = tuple  # (version, proto, src, dst, a, b): ports, or (echo id, type) for ICMP
+# (version, proto, src, dst, a, b): a, b the ports for TCP/UDP, the identifier and
+# bytes((type, code)) for ICMP, empty for another protocol
+Tuple = tuple
 
 
 @dataclass
@@ -83,7 +96,12 @@ class Reading:
 
 @dataclass
 class Conntrack:
+    """``table``: connections by original tuple; ``replies``: by reply tuple (the
+    original inverted, ``_inverted``, or for a NATed connection the translated tuple
+    inverted)."""
+
     table: dict[Tuple, Connection] = field(default_factory=dict)
+    replies: dict[Tuple, Connection] = field(default_factory=dict)
 
     def read(self, view: FrameView) -> Reading:
         """The packet's state; nothing changes until ``commit``."""
@@ -115,6 +133,7 @@ class Conntrack:
                 if reading.tcp_next is not None:
                     reading.new.tcp = reading.tcp_next
                 self.table[reading.new.original] = reading.new
+                self.replies[_inverted(reading.new.original)] = reading.new
             return
         conn = reading.conn
         if conn is None or reading.state == "invalid":
@@ -124,11 +143,23 @@ class Conntrack:
         if reading.tcp_next is not None:
             conn.tcp = reading.tcp_next
 
+    def translated(self, conn: Connection, tup: Tuple) -> None:
+        """A NATed connection's reply tuple is its translated tuple inverted
+        (``nf_nat_setup_info`` alters the reply tuple): the peer's replies are found by
+        that, and the original's plain inverse is no longer the connection's."""
+        if self.replies.get(_inverted(conn.original)) is conn:
+            del self.replies[_inverted(conn.original)]
+        reply = _inverted(tup)
+        if reply is not None:
+            self.replies[reply] = conn
+
     def _find(self, tup: Tuple) -> tuple[Connection | None, bool]:
+        """The connection whose original tuple is ``tup`` (False) or whose reply tuple
+        is (True: the packet is a reply)."""
         conn = self.table.get(tup)
         if conn is not None:
             return conn, False
-        conn = self.table.get(_swapped(tup))
+        conn = self.replies.get(tup)
         return conn, conn is not None
 
     def _tcp(self, view: FrameView, tup: Tuple, conn: Connection | None,
@@ -139,6 +170,7 @@ class Conntrack:
         kind = _tcp_index(flags)
         if conn is not None and not reply and kind == "syn" and conn.tcp in (TW, CL):
             del self.table[conn.original]  # a SYN reopens a closed connection as new
+            self.replies = {k: c for k, c in self.replies.items() if c is not conn}
             conn = None
         if conn is None:
             nxt = _ORIG[kind][NO]
@@ -157,19 +189,27 @@ class Conntrack:
         kind = _byte(view, view.l4)
         if view.l4 + 8 > len(view.data):
             return Reading("invalid")
-        if kind in _ICMP_ERRORS[proto]:
-            inner = _quoted_tuple(view)
-            conn = self._find(inner)[0] if inner is not None else None
-            return Reading("related" if conn is not None else "invalid")
         if proto == ICMP6 and kind in _ICMP6_UNTRACKED:
             return Reading("untracked")  # no state: every `ct state` S is false, `!` true
+        if kind in _ICMP_ERRORS[proto]:
+            return Reading("related" if self._quotes_known(view) else "invalid")
         tup = _tuple(view)
         conn, reply = self._find(tup)
         if conn is not None:
             return _known(conn, reply)
-        if kind in _ICMP_PAIRS[proto]:
+        if kind in _ICMP_PAIRS[proto]:  # valid_new: only a request opens a connection
             return Reading("new", new=Connection(tup))
-        return Reading("invalid")
+        return Reading("invalid")  # a reply without its request, an unknown type
+
+    def _quotes_known(self, view: FrameView) -> bool:
+        """``nf_conntrack_inet_error``: the quoted packet's tuple, inverted, is a known
+        connection's (either direction), and the error goes to the quoted packet's
+        source (the destination of the connection's tuple in that direction)."""
+        inner = _quoted_tuple(view)
+        inverted = _inverted(inner) if inner is not None else None
+        if inverted is None or self._find(inverted)[0] is None:
+            return False
+        return _addresses(view)[1] == inner[2]
 
 
 _IPV6_HEADERS = (0, 43, 60, 51)  # hop-by-hop, routing, destination options, AH
@@ -270,18 +310,18 @@ def _tuple(view: FrameView) -> Tuple | None:
         if at + 4 > len(data):
             return None
         return (view.version, proto, src, dst, data[at:at + 2], data[at + 2:at + 4])
-    if proto in (ICMP, ICMP6):
-        kind = data[at]
-        pairs = _ICMP_PAIRS[proto]
-        request = next((q for q, r in pairs.items() if r == kind), kind)
-        return (view.version, proto, src, dst, data[at + 4:at + 6], request)
+    if proto in (ICMP, ICMP6):  # icmp_pkt_to_tuple: the identifier, type and code
+        return (view.version, proto, src, dst, data[at + 4:at + 6], data[at:at + 2])
     return (view.version, proto, src, dst, b"", b"")
 
 
-def _swapped(tup: Tuple) -> Tuple:
+def _inverted(tup: Tuple) -> Tuple | None:
+    """``nf_ct_invert_tuple``: the tuple of the other direction; None for an ICMP type
+    with no inverse (``invmap``: only requests and replies have one)."""
     version, proto, src, dst, a, b = tup
     if proto in (ICMP, ICMP6):
-        return (version, proto, dst, src, a, b)
+        kind = _ICMP_INVERSE[proto].get(b[0])
+        return None if kind is None else (version, proto, dst, src, a, bytes((kind, b[1])))
     return (version, proto, dst, src, b, a)
 
 

@@ -26,15 +26,17 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pfc.frontend import ir
 from pfc.frontend.ir import Family, Layer, Policy, Rule, Verdict
 from pfc.oracle import packets
+from pfc.oracle.context import Context, MetaCheck, context_check, link_check, needs_context
 from pfc.oracle.events import LogEvent
 from pfc.oracle.flow import Flow
-from pfc.oracle.packets import TCP, UDP, FrameView, counted_bytes, read_frame
+from pfc.oracle.packets import FrameView, counted_bytes, read_frame
+from pfc.oracle.rewrite import csum_update, redirect_frame
 
 __all__ = ["Counters", "Flow", "Outcome", "csum_update", "evaluate", "new_flow",
            "redirect_frame", "rule_matches", "run"]
@@ -53,6 +55,10 @@ class Outcome:
     frame: bytes  # the frame leaving the hook: rewritten for redirect, else the input
     events: tuple[LogEvent, ...] = ()  # log events, in rule order (oracle.events)
     audited: bool = False  # an audited drop decided: the verdict is pass, would be drop
+    reject: str | None = None  # `reject with R` decided (the verdict is drop)
+    nat: ir.Nat | None = None  # a nat block's decision for the connection (verdict pass)
+    mark: int = 0  # the packet's mark as it leaves the list (`mark ... to N`)
+    notrack: bool = False  # a `notrack` rule held
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,13 @@ class _Plan:
     checks: tuple[Check, ...]
     ct: ir.CtMatch | None = None
     limit: ir.Limit | None = None
+    meta: tuple[MetaCheck, ...] = ()  # matches on the context (iif, oif, mark, ...)
+
+    def holds_meta(self, view: FrameView, ctx: Context) -> bool:
+        for check in self.meta:
+            if not check(view, ctx):
+                return False
+        return True
 
     def holds(self, view: FrameView) -> bool:
         if self.versions is not None and view.version not in self.versions:
@@ -79,7 +92,8 @@ class _Plan:
 
     def holds_now(self, view: FrameView, flow: Flow) -> bool:
         """The stateful part: the connection state, then the limit (a token is taken
-        only when everything else held). A limited rule holds over the rate."""
+        only when everything else held). A limited `pass` rule holds within the rate,
+        a limited `drop` or `reject` rule over it."""
         if self.ct is not None:
             state = flow.ct_state(view)
             if state is None or (state in self.ct.states) == self.ct.negated:
@@ -89,7 +103,8 @@ class _Plan:
             return True
         if limit.per and packets.ip_field_bytes(view, limit.per) is None:
             return False  # no address to key the bucket by: the rule cannot hold
-        return not flow.within(self.rule, limit.rate, view, limit.per)
+        within = flow.within(self.rule, limit.rate, view, limit.per)
+        return within if isinstance(self.rule.action, ir.Pass) else not within
 
 
 _VERSIONS = {Family.ANY: None, Family.IP: frozenset((4, 6)), Family.IP4: frozenset((4,)),
@@ -98,11 +113,13 @@ _VERSIONS = {Family.ANY: None, Family.IP: frozenset((4, 6)), Family.IP4: frozens
 
 def _plan(rule: Rule) -> _Plan:
     checks = [_compile_match(m, rule.proto) for m in rule.matches
-              if not isinstance(m, ir.CtMatch)]
+              if not isinstance(m, ir.CtMatch) and not needs_context(m)]
     if isinstance(rule.action, ir.Redirect):
         checks.append(_has_destination(rule.action.address.version))
     ct = next((m for m in rule.matches if isinstance(m, ir.CtMatch)), None)
-    return _Plan(rule, _VERSIONS[rule.family], rule.proto, tuple(checks), ct, rule.limit)
+    meta = tuple(context_check(m) for m in rule.matches if needs_context(m))
+    return _Plan(rule, _VERSIONS[rule.family], rule.proto, tuple(checks), ct, rule.limit,
+                 meta)
 
 
 def _has_destination(version: int) -> Check:
@@ -134,61 +151,108 @@ def _plans(policy: Policy) -> tuple[_Plan, ...]:
     return _cached(policy, lambda: tuple(_plan(r) for r in policy.rules))
 
 
+def _chain_plans(policy: Policy, name: str) -> tuple[_Plan, ...]:
+    chain = policy.chain(name)
+    return _cached(chain, lambda: tuple(_plan(r) for r in chain.rules))
+
+
 def rule_matches(rule: Rule, view: FrameView) -> bool:
     """Whether ``rule``'s stateless part holds on the frame ``view`` (module doc,
     steps 1-4)."""
     return _cached(rule, lambda: _plan(rule)).holds(view)
 
 
+@dataclass
+class _Run:
+    """One frame's way through one list: what the rules that held so far did."""
+
+    view: FrameView
+    policy: Policy
+    flow: Flow | None
+    ctx: Context
+    counted: list[int] = field(default_factory=list)
+    events: list[LogEvent] = field(default_factory=list)
+    notrack: bool = False
+
+    def outcome(self, verdict: Verdict, rule: int | None, frame: bytes, **kw) -> Outcome:
+        return Outcome(verdict, rule, tuple(self.counted), counted_bytes(self.view), frame,
+                       tuple(self.events), mark=self.ctx.mark, notrack=self.notrack, **kw)
+
+
 def _evaluate(plans: tuple[_Plan, ...], policy: Policy, frame: bytes,
-              skip_tag: bool = True, flow: Flow | None = None, sent: bool = False) -> Outcome:
-    view = read_frame(frame, skip_tag)
-    counted: list[int] = []
-    events: list[LogEvent] = []
-    out = None
-    for plan in plans:
-        if not plan.holds(view):
-            continue
-        if (plan.ct is not None or plan.limit is not None) and not plan.holds_now(view, flow):
-            continue
-        action = plan.rule.action
-        if isinstance(action, ir.Log):
-            if action.rate is None or flow.within(plan.rule, action.rate, view):
-                events.append(_event(plan.rule.line, policy.default, False, action, view))
-            continue
-        if not action.terminal:
-            counted.append(plan.rule.index)
-            continue
-        out = _decide(plan.rule, view, counted, events)
-        break
+              skip_tag: bool = True, flow: Flow | None = None, sent: bool = False,
+              ctx: Context | None = None, commit: bool = True) -> Outcome:
+    """Judge ``frame`` by one list. ``ctx``: what the hook knows besides the bytes
+    (shared along a path: ``mark ... to N`` changes it). ``commit``: record the frame
+    in the flow's connection tracker here (a path walker records once per packet)."""
+    run = _Run(read_frame(frame, skip_tag), policy, flow, ctx if ctx is not None else Context())
+    out = _through(plans, run, 0)
     if out is None:
-        out = _default(policy, view, counted, events)
-    if flow is not None and flow.tracking:
-        flow.finish(view, sent or out.verdict is Verdict.PASS)  # sent: OUTPUT passed it
+        out = _default(run)
+    if commit and flow is not None and flow.tracking:
+        flow.finish(run.view, sent or out.verdict is Verdict.PASS)  # sent: OUTPUT passed it
     return out
 
 
-def _decide(rule: Rule, view: FrameView, counted: list[int],
-            events: list[LogEvent]) -> Outcome:
+def _through(plans: tuple[_Plan, ...], run: _Run, depth: int) -> Outcome | None:
+    """The first decision of ``plans`` (a list or a chain), or None: none decided."""
+    view = run.view
+    for plan in plans:
+        if not plan.holds(view):
+            continue
+        if plan.meta and not plan.holds_meta(view, run.ctx):
+            continue
+        if (plan.ct is not None or plan.limit is not None) and not plan.holds_now(view,
+                                                                                 run.flow):
+            continue
+        action = plan.rule.action
+        if isinstance(action, ir.Jump):
+            out = _through(_chain_plans(run.policy, action.chain), run, depth + 1)
+            if out is None and action.goto:  # the hook's default, counted as the goto's
+                out = run.outcome(run.policy.default, plan.rule.index, view.data)
+            if out is not None:
+                return out
+        elif not action.terminal:
+            _carry_on(plan.rule, run)
+        else:
+            return _decide(plan.rule, run)
+    return None
+
+
+def _carry_on(rule: Rule, run: _Run) -> None:
+    """A rule that holds and does not decide: count, log, mark, notrack."""
     action = rule.action
+    if isinstance(action, ir.Log):
+        if action.rate is None or run.flow.within(rule, action.rate, run.view):
+            run.events.append(_event(rule.line, run.policy.default, False, action, run.view))
+    elif isinstance(action, ir.Mark):
+        run.ctx.mark = action.value
+    elif isinstance(action, ir.Notrack):
+        run.notrack = True
+    else:
+        run.counted.append(rule.index)
+
+
+def _decide(rule: Rule, run: _Run) -> Outcome:
+    action, view = rule.action, run.view
     if isinstance(action, ir.Drop) and action.audit:
-        events.append(_event(rule.line, Verdict.DROP, True, None, view))
-        return Outcome(Verdict.PASS, rule.index, tuple(counted), counted_bytes(view),
-                       view.data, tuple(events), audited=True)
+        run.events.append(_event(rule.line, Verdict.DROP, True, None, view))
+        return run.outcome(Verdict.PASS, rule.index, view.data, audited=True)
+    if isinstance(action, ir.Reject):
+        return run.outcome(Verdict.DROP, rule.index, view.data, reject=action.kind)
+    if isinstance(action, ir.Nat):
+        return run.outcome(Verdict.PASS, rule.index, view.data, nat=action)
     verdict = Verdict.DROP if isinstance(action, ir.Drop) else Verdict.PASS
     out = redirect_frame(view, rule) if isinstance(action, ir.Redirect) else view.data
-    return Outcome(verdict, rule.index, tuple(counted), counted_bytes(view), out,
-                   tuple(events))
+    return run.outcome(verdict, rule.index, out)
 
 
-def _default(policy: Policy, view: FrameView, counted: list[int],
-             events: list[LogEvent]) -> Outcome:
+def _default(run: _Run) -> Outcome:
+    policy, view = run.policy, run.view
     if policy.default is Verdict.DROP and policy.default_audit:
-        events.append(_event(0, Verdict.DROP, True, None, view))
-        return Outcome(Verdict.PASS, None, tuple(counted), counted_bytes(view), view.data,
-                       tuple(events), audited=True)
-    return Outcome(policy.default, None, tuple(counted), counted_bytes(view), view.data,
-                   tuple(events))
+        run.events.append(_event(0, Verdict.DROP, True, None, view))
+        return run.outcome(Verdict.PASS, None, view.data, audited=True)
+    return run.outcome(policy.default, None, view.data)
 
 
 def _event(line: int, verdict: Verdict, audit: bool, log: ir.Log | None,
@@ -207,17 +271,22 @@ def new_flow(policy: Policy) -> Flow | None:
 
 
 def evaluate(policy: Policy, frame: bytes, *, skip_tag: bool = True,
-             flow: Flow | None = None, now: int | None = None) -> Outcome:
+             flow: Flow | None = None, now: int | None = None,
+             ctx: Context | None = None, part: bool = False) -> Outcome:
     """Judge one frame (any bytes; never raises). ``skip_tag=False``: the frame is as a
     hook sees it after the kernel removed the outer VLAN tag (``packets.read_frame``).
 
     A stateful policy (``Policy.stateful``) is judged within ``flow`` at time ``now``
-    (nanoseconds); without a flow, as the first frame of a sequence."""
-    if flow is None:
+    (nanoseconds); without a flow, as the first frame of a sequence.
+
+    ``ctx``: what the hook knows besides the bytes (``pfc.oracle.context``). ``part``:
+    the list is one block of a path (``pfc.oracle.path``), whose walker owns the flow:
+    its clock and connection reading are left as they are, nothing is recorded."""
+    if flow is None and not part:
         flow = new_flow(policy)
-    if flow is not None:
+    if flow is not None and not part:
         flow.start(flow.now if now is None else now)
-    return _evaluate(_plans(policy), policy, frame, skip_tag, flow)
+    return _evaluate(_plans(policy), policy, frame, skip_tag, flow, ctx=ctx, commit=not part)
 
 
 def run(policy: Policy, frames: Iterable[bytes], *, skip_tag: bool = True,
@@ -249,6 +318,8 @@ def run(policy: Policy, frames: Iterable[bytes], *, skip_tag: bool = True,
 
 def _compile_match(match: ir.Match, proto: int | None) -> Check:
     """A check for one match: False when its field is absent, else ``test ^ negated``."""
+    if ir.FIELDS[match.field].layer is ir.Layer.LINK:
+        return link_check(match)
     if isinstance(match, ir.AddrMatch):
         return _when_present(_addr_reader(match.field), _addr_test(match.prefixes),
                              match.negated)
@@ -330,73 +401,3 @@ def _range_test(ranges: tuple[tuple[int, int], ...]) -> Callable[[int], bool]:
         i = bisect_right(los, value) - 1
         return i >= 0 and value <= his[i]
     return test
-
-
-# ----------------------------------------------------------------------------- redirect
-
-def csum_update(old_csum: int, old: bytes, new: bytes) -> int:
-    """An Internet checksum after 16-bit-aligned data ``old`` became ``new``: RFC 1624
-    eqn. 3, HC' = ~(~HC + ~m + m'), in ones'-complement arithmetic. Never recomputed:
-    a checksum that was wrong stays wrong by the same amount.
-
-    Represented as the kernel's ``csum_replace*``/``inet_proto_csum_replace*`` and nft
-    payload mangling leave it (``csum_fold`` of a non-zero sum): a zero sum gives
-    0x0000, never 0xffff. Mod 0xffff, ~x is -x and a word sum is the number's value,
-    so eqn. 3 is ``(HC + m - m') mod 0xffff``.
-    """
-    if len(old) != len(new) or len(old) % 2:
-        raise ValueError("csum_update needs old and new of one even length")
-    return (old_csum + int.from_bytes(old, "big") - int.from_bytes(new, "big")) % 0xFFFF
-
-
-def redirect_frame(view: FrameView, rule: Rule) -> bytes:
-    """The frame after ``redirect`` (semantics.md "What redirect writes"), in the frame
-    as given (a VLAN tag kept): the destination address; the IPv4 header checksum
-    (L3+10); the destination port when the rule's protocol is TCP/UDP, the target has
-    a port, the transport is readable with that protocol and the port bytes present;
-    the TCP (L4+16) / UDP (L4+6) checksum, for the address (pseudo-header) and port
-    change, when the transport is readable, the packet TCP or UDP, and the checksum
-    bytes present. A UDP checksum of 0 stays 0; an updated one of 0 is written 0xffff.
-    IPv6 has no header checksum: its address change goes into the L4 checksum only.
-    Unchanged if there is no destination address of the target's family to rewrite.
-    """
-    action = rule.action
-    new_addr = action.address.packed
-    if view.version != action.address.version:
-        return view.data
-    at = view.l3 + (16 if view.version == 4 else 24)
-    if at + len(new_addr) > len(view.data):
-        return view.data
-    data = bytearray(view.data)
-    old = bytes(data[at:at + len(new_addr)])
-    data[at:at + len(new_addr)] = new_addr
-    if view.version == 4:
-        _put_csum(data, view.l3 + 10, old, new_addr)
-    new = new_addr
-    if _port_writable(view, rule):
-        port = action.port.to_bytes(2, "big")
-        old, new = old + bytes(data[view.l4 + 2:view.l4 + 4]), new + port
-        data[view.l4 + 2:view.l4 + 4] = port
-    csum_at = _l4_csum_offset(view)
-    udp = view.l4proto == UDP
-    if csum_at is not None and not (udp and data[csum_at:csum_at + 2] == b"\0\0"):
-        _put_csum(data, csum_at, old, new, zero=0xFFFF if udp else 0)
-    return bytes(data)
-
-
-def _port_writable(view: FrameView, rule: Rule) -> bool:
-    return (rule.proto in (TCP, UDP) and rule.action.port is not None
-            and view.l4 is not None and view.l4proto == rule.proto
-            and view.l4 + 4 <= len(view.data))
-
-
-def _l4_csum_offset(view: FrameView) -> int | None:
-    if view.l4 is None or view.l4proto not in (TCP, UDP):
-        return None
-    at = view.l4 + (16 if view.l4proto == TCP else 6)
-    return at if at + 2 <= len(view.data) else None
-
-
-def _put_csum(data: bytearray, at: int, old: bytes, new: bytes, zero: int = 0) -> None:
-    value = csum_update(int.from_bytes(data[at:at + 2], "big"), old, new)
-    data[at:at + 2] = (value or zero).to_bytes(2, "big")

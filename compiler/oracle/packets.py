@@ -103,7 +103,8 @@ _IP4 = {"src": (12, 4), "dst": (16, 4), "ttl": (8, 1), "len": (2, 2), "proto": (
         "frag": (6, 2)}
 _IP6 = {"src": (8, 16), "dst": (24, 16), "ttl": (7, 1), "len": (4, 2), "proto": (6, 1)}
 _TRANSPORT = {"sport": (0, 2, (TCP, UDP)), "dport": (2, 2, (TCP, UDP)),
-              "flags": (13, 1, (TCP,)), "icmp-type": (0, 1, (ICMP, ICMP6))}
+              "flags": (13, 1, (TCP,)), "icmp-type": (0, 1, (ICMP, ICMP6)),
+              "icmp-code": (1, 1, (ICMP, ICMP6))}
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
@@ -376,3 +377,18 @@ def _hop_option(packet: bytes, off: int) -> bytes | None:
     if kind == CALIPSO:
         return None
     return packet if kind >> 6 == 0 else None
+
+
+def plain_options(options: bytes) -> bool:
+    """NOPs and 4-byte Router Alerts, then nothing or only EOL bytes."""
+    i = 0
+    while i < len(options):
+        if options[i] == 0:
+            return not any(options[i:])
+        if options[i] == 1:
+            i += 1
+        elif options[i] == 0x94 and options[i + 1:i + 2] == b"\x04":
+            i += 4
+        else:
+            return False
+    return i == len(options)

@@ -96,7 +96,7 @@ def _write(stream: BinaryIO, frames: Iterable[bytes], name: object,
     stream.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, ETHERNET))
     for i, frame in enumerate(frames):
         if len(frame) > SNAPLEN:
-            raise PcapError(f"{name}: frame {i} is {len(frame)} bytes, more than the "
+            raise PcapError(f"{name}: frame {i + 1} is {len(frame)} bytes, more than the "
                             f"snapshot length {SNAPLEN}")
         usec = i if times is None else times[i] // 1000
         stream.write(struct.pack("<IIII", usec // 1_000_000, usec % 1_000_000, len(frame),

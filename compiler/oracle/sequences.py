@@ -6,8 +6,9 @@ frames whose *order* matters: connections opened, answered, closed and refused (
 
 - ``connections``: for each TCP/UDP port a ``ct state`` rule names (or 22 and 53), a
   TCP handshake, data and close in both directions with in-window numbers, a UDP
-  query and its answer, an ICMP echo and its reply, an ICMP error quoting the UDP
-  query, and refused openers (SYN+FIN, a lone FIN); IPv6 too when the policy has IPv6;
+  query and its answer, an ICMP error quoting the UDP query, refused openers (SYN+FIN,
+  a lone FIN), and ICMP requests and replies in every direction (``icmp_mixes``);
+  IPv6 too when the policy has IPv6;
 - ``bursts``: for each rule with a bucket, frames of the sample the rule's matches hold
   on, each repeated ``burst + 2`` times back to back (two sources for ``per``).
 
@@ -67,22 +68,63 @@ def handshake(version: int, sport: int, dport: int) -> list[bytes]:
 
 
 def exchange(version: int, sport: int, dport: int) -> list[bytes]:
-    """A UDP query and answer, an ICMP error quoting the query, an echo and its reply,
-    refused TCP openers."""
+    """A UDP query and answer, an ICMP error quoting the query, refused TCP openers,
+    then ``icmp_mixes`` (identifiers from ``sport``)."""
     c, s = HOSTS[version]
     query = _udp(version, c, s, sport, dport)
-    out = [query, _udp(version, s, c, dport, sport, b"a")]
-    quoted = query[14:14 + (28 if version == 4 else 48)]
-    if version == 4:
-        out.append(_eth(4, fb.ipv4(s, c, 1, fb.icmp(3, 3, bytes(4), quoted))))
-        out += [_eth(4, fb.ipv4(c, s, 1, fb.icmp(8, 0, b"\0\x07\0\x01", b"ping"))),
-                _eth(4, fb.ipv4(s, c, 1, fb.icmp(0, 0, b"\0\x07\0\x01", b"ping")))]
-    else:
-        out.append(_eth(6, fb.ipv6(s, c, 58, fb.icmp6(s, c, 1, 4, bytes(4), quoted))))
-        out += [_eth(6, fb.ipv6(c, s, 58, fb.icmp6(c, s, 128, 0, b"\0\x07\0\x01", b"p"))),
-                _eth(6, fb.ipv6(s, c, 58, fb.icmp6(s, c, 129, 0, b"\0\x07\0\x01", b"p")))]
+    out = [query, _udp(version, s, c, dport, sport, b"a"), _error(version, s, c, query)]
     out += [_tcp(version, SYN | FIN, c, s, sport + 1, dport, 7),
             _tcp(version, FIN, c, s, sport + 2, dport, 7)]
+    return out + icmp_mixes(version, sport)
+
+
+# ICMP request -> reply types that conntrack pairs (echo; IPv4 timestamp too)
+ECHO = {4: (8, 0), 6: (128, 129)}
+TIMESTAMP = (13, 14)
+OTHER = {4: bytes((10, 0, 0, 2)), 6: bytes.fromhex("20010db8000000000000000000000003")}
+
+
+def _icmp(version: int, src: bytes, dst: bytes, kind: int, ident: int, code: int = 0,
+          body: bytes = b"ping") -> bytes:
+    rest = ident.to_bytes(2, "big") + b"\0\x01"
+    if version == 4:
+        return _eth(4, fb.ipv4(src, dst, 1, fb.icmp(kind, code, rest, body)))
+    return _eth(6, fb.ipv6(src, dst, 58, fb.icmp6(src, dst, kind, code, rest, body)))
+
+
+def _error(version: int, src: bytes, dst: bytes, quoted: bytes) -> bytes:
+    """Port unreachable (ICMPv6: port unreachable too) quoting a frame's IP header and
+    first 8 transport bytes."""
+    inner = quoted[14:14 + (28 if version == 4 else 48)]
+    if version == 4:
+        return _eth(4, fb.ipv4(src, dst, 1, fb.icmp(3, 3, bytes(4), inner)))
+    return _eth(6, fb.ipv6(src, dst, 58, fb.icmp6(src, dst, 1, 4, bytes(4), inner)))
+
+
+def icmp_mixes(version: int, ident: int) -> list[bytes]:
+    """ICMP requests and replies in every direction, which conntrack keys by identifier,
+    type and code (``icmp_pkt_to_tuple``), a reply's type being its request's inverse
+    (``invmap``): a request and its reply (established), the request again (established:
+    a reply was seen), a reply in the request's own direction (invalid: not the reply
+    tuple), a reply with no request (invalid), the request sent back the other way (a
+    connection of its own, new) and its reply, a reply of another code (invalid), an
+    error quoting the request (related) and the same error sent to a third address
+    (invalid: not the quoted packet's source). IPv4 adds a timestamp request and reply.
+    Identifiers ``ident`` .. ``ident + 5``."""
+    c, s = HOSTS[version]
+    req, rep = ECHO[version]
+    n = [ident + i for i in range(6)]
+    request = _icmp(version, c, s, req, n[0])
+    out = [request, _icmp(version, s, c, rep, n[0]), request,
+           _icmp(version, c, s, req, n[1]), _icmp(version, c, s, rep, n[1]),
+           _icmp(version, s, c, rep, n[2]),
+           _icmp(version, c, s, req, n[3]), _icmp(version, s, c, req, n[3]),
+           _icmp(version, c, s, rep, n[3]),
+           _icmp(version, c, s, req, n[4]), _icmp(version, s, c, rep, n[4], code=1),
+           _error(version, s, c, request), _error(version, s, OTHER[version], request)]
+    if version == 4:
+        out += [_icmp(4, c, s, TIMESTAMP[0], n[5], body=bytes(12)),
+                _icmp(4, s, c, TIMESTAMP[1], n[5], body=bytes(12))]
     return out
 
 

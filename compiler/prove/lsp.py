@@ -21,7 +21,7 @@ def edit_summary(old: str, new: str, name: str) -> str | None:
     that it changes none; None when either version has errors."""
     before = compile_source(SourceFile(name, old))
     after = compile_source(SourceFile(name, new))
-    if not before.ok or not after.ok:
+    if before.policy is None or after.policy is None:  # errors, or a whole firewall
         return None
     result = diff(before.require(), after.require(), limit=LENS_REGIONS)
     if result.same:

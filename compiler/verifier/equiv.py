@@ -11,7 +11,7 @@ packets no terminal rule decided).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pfc.backends.base import DEFAULT_COUNTER, Artifact, Backend
 from pfc.frontend import ir
@@ -21,21 +21,33 @@ from pfc.oracle.interp import Outcome, evaluate, new_flow
 
 @dataclass(frozen=True)
 class Mismatch:
-    index: int  # position in the frames given to compare()
+    index: int  # 0-based position in the frames given to compare()
     frame: bytes  # as the hook saw it
     expected: Outcome
     got: ir.Verdict
     got_frame: bytes | None
     what: str  # "verdict" | "bytes"
+    line: int | None = None  # the line of the rule that decided (expected); None: default
+
+    @property
+    def number(self) -> int:
+        """The frame's number as users see it: 1-based, as ``pfc run``, tcpdump and
+        Wireshark number the packets of a capture (``--pcap``'s frames come first)."""
+        return self.index + 1
 
     def describe(self) -> str:
-        rule = "default" if self.expected.rule is None else f"rule #{self.expected.rule}"
+        rule = "default" if self.expected.rule is None else f"line {self.line}"
         if self.what == "verdict":
-            return (f"frame {self.index}: expected {self.expected.verdict.value} ({rule}), "
+            return (f"frame {self.number}: expected {self.expected.verdict.value} ({rule}), "
                     f"target gave {self.got.value}")
-        return (f"frame {self.index}: bytes differ after {rule}: expected "
+        return (f"frame {self.number}: bytes differ after {rule}: expected "
                 f"{self.expected.frame.hex()}, target gave "
                 f"{self.got_frame.hex() if self.got_frame else None}")
+
+    def to_json(self) -> dict:
+        return {"frame": self.number, "what": self.what,
+                "expected": self.expected.verdict.value, "got": self.got.value,
+                "line": self.line}
 
 
 @dataclass
@@ -48,6 +60,8 @@ class Report:
     mismatches: list[Mismatch] = field(default_factory=list)
     counters_expected: dict[int | str, tuple[int, int]] = field(default_factory=dict)
     counters_got: dict[int | str, tuple[int, int]] | None = None
+    # the frames the hook saw, in order: (0-based position in the frames given, view)
+    views: list[tuple[int, bytes]] = field(default_factory=list, repr=False)
 
     @property
     def skipped(self) -> int:
@@ -106,7 +120,7 @@ def compare(artifact: Artifact, backend: Backend, frames: list[bytes],
     seen = [(i, v) for i, f in enumerate(frames)
             if (v := backend.view(artifact.hook, f)) is not None
             and not (tracked and (held_for_reassembly(v) or unmodelled(v)))]
-    report.seen = len(seen)
+    report.seen, report.views = len(seen), seen
     policy = artifact.policy
     # A view that differs from the frame had its outer tag removed (or is behind IP
     # input): a tag left in it is an inner one, which makes the frame not IP.
@@ -114,13 +128,14 @@ def compare(artifact: Artifact, backend: Backend, frames: list[bytes],
     expected = [evaluate(policy, v, skip_tag=v == frames[i], flow=flow,
                          now=times[i] if times else 0) for i, v in seen]
     observed = backend.run(artifact, [v for _, v in seen])
+    lines = {r.index: r.line for r in policy.rules}
     for (index, view), exp, got, got_frame in zip(
             seen, expected, observed.verdicts, observed.frames_out, strict=True):
         mismatch = _judge(index, view, exp, got, got_frame)
         if mismatch is None:
             report.agree += 1
         else:
-            report.mismatches.append(mismatch)
+            report.mismatches.append(replace(mismatch, line=lines.get(exp.rule)))
     report.counters_expected = {**expected_counters(policy, expected),
                                 **decided_counters(policy, expected)}
     logs = {r.index for r in policy.rules if isinstance(r.action, ir.Log)}

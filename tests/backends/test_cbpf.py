@@ -451,6 +451,20 @@ def test_option_memory_bounds_what_attaches(kernel_session) -> None:
             f.write(before)
 
 
+def test_no_namespace_sysctl_is_no_crash(tmp_path, monkeypatch) -> None:
+    """Linux 5.10 and 6.1 have net.core.optmem_max only in the initial namespace (the
+    lab's runner found no /proc/sys/net/core/optmem_max there and crashed, exit 70):
+    nothing to raise, nothing host-wide is changed, and an ENOMEM says where the limit
+    is."""
+    missing = tmp_path / "optmem_max"
+    monkeypatch.setattr(cbpf_run, "OPTMEM", str(missing))
+    program = [(0x28, 0, 0, 12)] * 5000 + [(cbpf_asm.RET, 0, 0, PASS_RET)]
+    cbpf_run.make_room(program)
+    assert not missing.exists()
+    why = cbpf_run._refusal(program, OSError(12, "Cannot allocate memory"))
+    assert "host-wide on this kernel" in why
+
+
 @kernel
 def test_a_load_beyond_the_frame_drops_in_the_kernel(kernel_session) -> None:
     """Kernel fact 9 on a packet socket: ``ld [100]`` on a 103-byte frame ends the

@@ -95,7 +95,7 @@ def test_object_format_files(tmp_path, monkeypatch):
     assert artifact.files["edge-drop.xdp.o"][:4] == b"\x7fELF"
     command = artifact.files["edge-drop.xdp.clang.txt"].decode().splitlines()[-1]
     assert command.startswith("clang -O2 -g -target bpf -Wall -Werror")
-    assert command.endswith("-c edge-drop.xdp.c -o edge-drop.xdp.o")
+    assert command.endswith("-c ./edge-drop.xdp.c -o ./edge-drop.xdp.o")
     assert artifact.meta["clang"] == command
     text = build(ROOT / "examples" / "edge-drop.pf", "xdp", "c")
     assert text.files == {"edge-drop.xdp.c": artifact.files["edge-drop.xdp.c"]}

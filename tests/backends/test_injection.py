@@ -25,6 +25,9 @@ from pfc.frontend.pipeline import compile_path
 from pfc.kernel import netns
 
 POLICY = "drop udp dport 53\ndrop src { 10.0.0.1, 10.0.0.2 }\ncount tcp\n"
+# u32 reads no transport field and no lone protocol byte (docs/u32.md)
+POLICIES = {"u32": "drop udp dst 10.0.0.3\ndrop src { 10.0.0.1, 10.0.0.2 }\n"
+                   "count tcp src 10.0.0.0/8\n"}
 HOSTILE = {
     "iptables": "inj\n*filter\n-A INPUT -p udp --dport 9 -j DROP\nCOMMIT\n#.pf",
     "nft": "inj\nadd table inet evil\n#.pf",
@@ -37,12 +40,12 @@ TARGETS = [t for t in backends.registry() if t != "cbpf"]  # cbpf: no comments, 
 OPTIONS = {"nft": {"dev": "dut"}}  # netdev ingress on the lab's device
 
 
-def write(tmp_path: Path, name: str) -> Path:
+def write(tmp_path: Path, name: str, text: str = POLICY) -> Path:
     """The policy in a file named ``name`` (a ``/`` in it makes a directory: ``*/``
     then reaches the path printed in nft and iptables comments)."""
     path = tmp_path / "policies" / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(POLICY)
+    path.write_text(text)
     return path
 
 
@@ -78,8 +81,9 @@ def changed_lines(plain: str, hostile: str, stems: tuple[str, str]) -> list[str]
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("kind", HOSTILE)
 def test_a_hostile_file_name_only_changes_comment_lines(tmp_path, target, kind):
-    plain = emitted(write(tmp_path, "plain.pf"), target)
-    hostile = emitted(write(tmp_path, HOSTILE[kind]), target)
+    text = POLICIES.get(target, POLICY)
+    plain = emitted(write(tmp_path, "plain.pf", text), target)
+    hostile = emitted(write(tmp_path, HOSTILE[kind], text), target)
     assert plain.keys() == hostile.keys()
     stems = (plain.pop("<stem>"), hostile.pop("<stem>"))
     assert re.fullmatch(r"[A-Za-z0-9_.+-]+", stems[1])

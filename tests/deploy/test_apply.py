@@ -112,6 +112,41 @@ def test_a_broken_config_keeps_the_previous_policy(lab, tmp_path):
     assert all(counters_of(e)[0][0] == 1 for e in status(lab))  # still filtering
 
 
+def test_an_unreadable_config_says_so_and_nothing_else(lab, tmp_path, monkeypatch):
+    """New-user finding m5: with policies loaded, a missing config, a config with an
+    unknown key said "nothing to change: the config lists no policy and pfc has none
+    loaded" (false twice), its JSON had no ``error``, and the key had no TOML line."""
+    monkeypatch.setenv("PFC_LIB_DIR", str(tmp_path / "lib"))
+    policy_file(tmp_path, POLICY, "edge.pf")
+    config = write_config(tmp_path / "pfc.conf", "edge.pf", lab.dut, TARGETS[2:])
+    assert apply(config)[0] == 0
+    before, kernel = records(lab), snapshot()
+    for path in (tmp_path / "nonexist.conf", tmp_path):  # missing; a directory
+        code, out, err = pfc("apply", "--config", path)
+        assert code == 2 and f"pfc apply: error: {path}: cannot read it" in err, err
+        assert "nothing to change" not in out and "previous policy stays in force" in err
+        assert out.splitlines()[-1] == "the config was not applied: nothing was changed " \
+            "(what pfc loaded before stays in force)"
+        code, out, _ = pfc("apply", "--config", path, "--format", "json")
+        report = json.loads(out)
+        assert code == 2 and report["exit"] == 2 and report["error"].startswith(str(path))
+        assert {o["action"] for o in report["outcomes"]} == {"failed"}
+        assert not report["changed"]
+    text = config.read_text()
+    config.write_text(text.replace('target = "iptables"', 'target = "iptables"\nbogus = 1'))
+    code, out, err = pfc("apply", "--config", config)
+    line = text.splitlines().index('target = "iptables"') + 2
+    assert code == 2 and f"{config}:{line}: policy 2: unknown key `bogus`" in err, err
+    config.write_text("colour = 1\n" + text)
+    code, out, err = pfc("apply", "--config", config, "--dry-run")
+    assert code == 2 and f"{config}:1: unknown key `colour`" in err, err
+    assert "nothing to change" not in out
+    config.write_text(text + text.split("\n\n")[0] + "\n")  # nft listed twice
+    code, out, err = pfc("apply", "--config", config)
+    assert code == 2 and f"{config}:{len(text.splitlines()) + 1}: policy 3: nft on dut" in err
+    assert (records(lab), snapshot()) == (before, kernel)
+
+
 # ------------------------------------------------------------------------ boot
 
 def install_unit(root: Path) -> tuple[list[str], dict[str, str]]:

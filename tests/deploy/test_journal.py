@@ -49,14 +49,14 @@ PHASES = [("xdp", "begun", "old"), ("xdp", "swapped", "new"), ("xdp", "recorded"
 RECOVERERS = ("status", "load", "unload")
 
 
-def killed_at(phase: str, *argv: str) -> int:
-    """Run ``pfc ARGV`` in a forked copy of this process that dies by SIGKILL at
-    ``phase``; the signal that ended it (0: it exited)."""
+def forked(env: dict[str, str], *argv: str) -> tuple[int | None, int | None]:
+    """Run ``pfc ARGV`` in a forked copy of this process with ``env`` added: (the
+    signal that ended it, None) or (None, its exit code)."""
     pid = os.fork()
     if pid == 0:  # the child: never returns into pytest
         code = 70
         try:
-            os.environ[journal.KILL_ENV] = phase
+            os.environ.update(env)
             with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), \
                     contextlib.redirect_stderr(null):
                 from pfc.cli.main import main
@@ -65,7 +65,16 @@ def killed_at(phase: str, *argv: str) -> int:
         finally:
             os._exit(code)
     _, wait = os.waitpid(pid, 0)
-    return os.WTERMSIG(wait) if os.WIFSIGNALED(wait) else 0
+    if os.WIFSIGNALED(wait):
+        return os.WTERMSIG(wait), None
+    return None, os.WEXITSTATUS(wait)
+
+
+def killed_at(phase: str, *argv: str) -> int:
+    """Run ``pfc ARGV`` in a forked copy of this process that dies by SIGKILL at
+    ``phase``; the signal that ended it (0: it exited)."""
+    sig, _ = forked({journal.KILL_ENV: phase}, *argv)
+    return sig or 0
 
 
 def _tags(target: str) -> dict[str, str]:

@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import os
 import random
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -31,9 +34,10 @@ from pathlib import Path
 import pytest
 
 from pfc.deploy import journal, state
+from pfc.deploy import snapshot as copies
 from pfc.deploy.base import in_netns
 from pfc.kernel import netns
-from tests.deploy import kernel_view
+from tests.deploy import kernel_view, kill_view
 from tests.deploy.test_load import ROOT_REASON, entry, load, pfc, policy_file, snapshot, status
 
 pytestmark = [pytest.mark.kernel,
@@ -188,3 +192,172 @@ def finish(p: Place, monkeypatch) -> None:
                          p.lab.name)
         assert code == 0 and snapshot() == p.before and status(p.lab) == []
         assert journal.pending() == []
+
+
+# ------------------------------------------- every commit point of load, set, apply
+
+# (command, target, set file): `pfc set` on small sets is a recompile and atomic replace
+# on xdp and tc, on big ones a map swap; nft and iptables change sets in place, and an
+# iptables family of one prefix (`-s`, "one") reloads too.
+POINT_CASES = [(c, t, "small") for c in ("load", "apply", "set") for t in TARGETS] + \
+    [("set", t, "big") for t in TARGETS] + [("set", "iptables", "one")]
+
+
+@dataclass
+class Scene:
+    """One case's lab, files and commands."""
+
+    command: str
+    target: str
+    lab: netns.Lab
+    folder: Path
+
+    @property
+    def where(self) -> list[str]:
+        return ["--dev", "dut", "--netns", self.lab.name]
+
+    def path(self, policy: str) -> Path:
+        return self.folder / f"{policy}.pf"
+
+    def config(self, policy: str) -> Path:
+        mode = 'mode = "generic"\n' if self.target == "xdp" else ""
+        p = self.folder / "pfc.conf"
+        p.write_text(f'[[policy]]\nfile = "{policy}.pf"\ndev = "dut"\ntarget = '
+                     f'"{self.target}"\nnetns = "{self.lab.name}"\n{mode}')
+        return p
+
+    def load(self, policy: str) -> None:
+        code, _, err = pfc("load", self.path(policy), "--target", self.target, *self.where,
+                           *EXTRA[self.target])
+        assert code == 0, err
+
+    def reset(self) -> None:
+        """The state each kill starts from: P1 (load, apply) or P2 with the set file's
+        contents (set), loaded the way the command under test would find it."""
+        if self.command == "apply":
+            code, out, err = pfc("apply", "--config", self.config("p1"))
+            assert code == 0, out + err
+            self.config("p2")
+        else:
+            self.load("p1" if self.command == "load" else "p2")
+
+    def argv(self) -> list[str]:
+        if self.command == "load":
+            return ["load", str(self.path("p2")), "--target", self.target, *self.where,
+                    *EXTRA[self.target]]
+        if self.command == "apply":
+            return ["apply", "--config", str(self.folder / "pfc.conf")]
+        return ["set", "add", "bl", kill_view.X4, kill_view.X6, "--target", self.target,
+                *self.where]
+
+    def view(self) -> dict:
+        with in_netns(self.lab.name):
+            return kill_view.view(self.target, self.lab.dut_index)
+
+
+def traced(scene: Scene, trace: Path) -> list[str]:
+    """Every commit point the command passes, in order (``name#N`` for the Nth)."""
+    from tests.deploy.test_journal import forked
+
+    trace.unlink(missing_ok=True)
+    assert forked({journal.TRACE_ENV: str(trace)}, *scene.argv()) == (None, 0)
+    seen: collections.Counter = collections.Counter()
+    out = []
+    for phase in trace.read_text().split():
+        seen[phase] += 1
+        out.append(phase if seen[phase] == 1 else f"{phase}#{seen[phase]}")
+    return out
+
+
+def leftovers(scene: Scene) -> list[str]:
+    """State files a settled place must not have: intents, set markers, pending
+    copies, reserves, temporary files."""
+    place = Path(os.environ["PFC_STATE_DIR"]) / scene.lab.name
+    return sorted(p.name for p in place.rglob("*") if p.is_file() and not
+                  re.fullmatch(rf"{scene.target}\.(json|sources)", p.name))
+
+
+def truthful(scene: Scene, now: dict) -> None:
+    """pfc's record and copy say what the kernel holds (``now``), and status says it."""
+    with in_netns(scene.lab.name):
+        record = state.read(scene.lab.name, "dut", scene.target)
+        copy, why = copies.checked(record)
+    assert copy is not None, why
+    held = {"p1": scene.path("p1"), "p2": scene.path("p2")}[now["policy"]]
+    assert record.policy == str(held) and copy.main == str(held)
+    text = copy.sources[str(scene.folder / "bl.txt")]
+    for address in kill_view.PROBES:
+        if address in now:
+            assert (address in text) == now[address], (address, now, text)
+    e = entry(scene.lab, scene.target)
+    assert e["health"] == "ok" and e["policy"] == str(held), e
+    assert leftovers(scene) == [] and journal.pending() == []
+
+
+def survives_a_kill_at(scene: Scene, phase: str, n: int) -> None:
+    from tests.deploy.test_journal import forked
+
+    scene.reset()
+    before = scene.view()
+    sig, _ = forked({journal.KILL_ENV: phase}, *scene.argv())
+    assert sig == signal.SIGKILL, f"{scene.command} was not killed at {phase}"
+    now = scene.view()
+    if scene.command == "set":  # the old set or the new one (a mix: the next finishes)
+        assert now["policy"] == "p2", now
+        assert now[kill_view.X4] == now[kill_view.X6] or \
+            phase.startswith(("set-family", "families")), now
+    else:
+        assert now["policy"] in ("p1", "p2") or (phase == "families" and
+                                                 now["policy"] == "mix"), now
+    interrupted = any(name.endswith((".intent", ".set-pending")) for name in leftovers(scene))
+    if n % 2 == 0:  # status first: it settles and tells the truth
+        code, out, err = pfc("status", "--netns", scene.lab.name, "--format", "json")
+        assert code == 0, out + err
+        assert bool(json.loads(out)["recovered"]) == interrupted, out
+        now = scene.view()
+        truthful(scene, now)
+    held = now["policy"] if now["policy"] != "mix" else "p2"
+    code, out, err = pfc("set", "add", "bl", kill_view.Z4, "--target", scene.target,
+                         *scene.where)  # the next command: settles what is left, first
+    assert code == 0, out + err
+    after = scene.view()
+    assert after["policy"] == held and after[kill_view.Z4], (phase, before, now, after)
+    if scene.command == "set" and n % 2 == 0:
+        assert after[kill_view.X4] == now[kill_view.X4], (phase, now, after)  # no revert
+    truthful(scene, after)
+    if scene.command == "apply":  # and apply converges on the config
+        code, out, err = pfc("apply", "--config", scene.folder / "pfc.conf")
+        assert code == 0, out + err
+        assert scene.view()["policy"] == "p2"
+        truthful(scene, scene.view())
+
+
+@pytest.mark.parametrize(("command", "target", "kind"), POINT_CASES,
+                         ids=[f"{c}-{t}-{k}" for c, t, k in POINT_CASES])
+def test_a_kill_at_every_commit_point_reverts_nothing(tmp_path, monkeypatch, command,
+                                                      target, kind):
+    """K1: ``pfc load``, ``pfc apply`` and ``pfc set`` SIGKILLed at every commit point
+    they pass (found by tracing one run): the kernel holds the old or the new policy
+    (set contents), ``pfc status`` settles and says which, pfc's record and copy agree
+    with the kernel, and the next ``pfc set`` builds on what the kernel holds: nothing
+    silently reverted (before, a load killed between its record and its copy made the
+    next ``pfc set`` recompile the old policy)."""
+    monkeypatch.setenv("PFC_LIB_DIR", str(tmp_path / "lib"))
+    with netns.lab() as lab:
+        scene = Scene(command, target, lab, tmp_path)
+        (tmp_path / "bl.txt").write_text(kill_view.set_file(kind))
+        for name, text in (("p1", kill_view.P1), ("p2", kill_view.P2)):
+            policy_file(tmp_path, text, f"{name}.pf")
+        with in_netns(lab.name):
+            clean = snapshot()
+        scene.reset()
+        phases = traced(scene, tmp_path / "trace")
+        assert phases, "the command passed no commit point"
+        print(f"{command} {target} {kind}: {' '.join(phases)}")
+        for n, phase in enumerate(phases):
+            survives_a_kill_at(scene, phase, n)
+        code, _, err = pfc("unload", "--target", target, *scene.where)
+        assert code == 0, err
+        with in_netns(lab.name):
+            assert snapshot() == clean
+        assert leftovers(scene) == []

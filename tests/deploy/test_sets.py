@@ -216,9 +216,9 @@ def test_status_sees_a_set_changed_outside_pfc_and_apply_repairs_it(lab, tmp_pat
 @kernel
 @pytest.mark.kernel
 def test_an_nft_set_killed_before_pfc_wrote_its_copy_is_finished_by_the_next(lab, tmp_path):
-    """Killed after the transaction, before pfc's copy: the kernel holds the new set,
-    status says so and that a `pfc set` was interrupted; the same command again
-    rewrites the set from the copy (flush and refill) and status is clean."""
+    """Killed after the transaction, before pfc's record and copy: the kernel holds the
+    new set; the next command (status) finds the marker, checks the kernel's set and
+    commits the new contents, and says so; the same command again changes nothing."""
     import os
     import sys
 
@@ -229,12 +229,13 @@ def test_an_nft_set_killed_before_pfc_wrote_its_copy_is_finished_by_the_next(lab
                           env=os.environ | {"PFC_TEST_KILL_AT": "set-changed"},
                           capture_output=True, text=True)
     assert proc.returncode == -9, proc.stderr
+    code, out, _ = pfc("status", "--netns", lab.name)
+    assert code == 0 and "finished the interrupted `pfc set del bl`" in out, out
+    assert "hold its new contents (checked)" in out
     deliver(lab, [from_(lab, STAY, 1)])
     assert counters_of(entry(lab, "nft"))[0][0] == 0  # the new set: STAY passes
-    code, out, _ = pfc("status", "--netns", lab.name)
-    assert code == 4 and "pfc put 2001 (+0 -1)" in out and "was interrupted" in out, out
     code, out, err = pfc(*argv)
-    assert code == 0 and "nft transaction" in out, err
+    assert code == 0 and "nft transaction" in out and "+0 -0" in out, err
     assert pfc("status", "--netns", lab.name)[0] == 0
 
 

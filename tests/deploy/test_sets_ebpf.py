@@ -3,8 +3,8 @@
 A 100k-entry replace under traffic judges every probe by the old set or the new one and
 keeps the counters; a set the policy uses twice is replaced by reloading the policy;
 a map changed outside pfc is read back by ``pfc status`` (exit 4) and repaired by
-``pfc apply``; a ``pfc set`` killed between writing pfc's copy and the swap leaves the
-old contents in force, which status reports and apply repairs.
+``pfc apply``; a ``pfc set`` killed between filling the new map and the swap leaves the
+old contents in force, and the next command rolls it back and says so.
 """
 
 from __future__ import annotations
@@ -121,13 +121,13 @@ def test_a_set_killed_before_the_swap_leaves_the_old_contents(lab, tmp_path):
         [sys.executable, "-m", "pfc.cli", "set", "del", "bl", STAY, "--dev", lab.dut,
          "--netns", lab.name], env=os.environ | {"PFC_TEST_KILL_AT": "set-filled"},
         capture_output=True, text=True)
-    assert proc.returncode == -9, proc.stderr  # SIGKILL between the copy and the swap
+    assert proc.returncode == -9, proc.stderr  # SIGKILL between the fill and the swap
+    code, out, _ = pfc("status", "--netns", lab.name)
+    assert code == 0 and "rolled back the interrupted `pfc set del bl`" in out, out
     deliver(lab, [from_(lab, STAY, 1)])
     assert counters_of(entry(lab, "tc"))[0][0] == 1  # the old contents: STAY dropped
-    code, out, _ = pfc("status", "--netns", lab.name)
-    assert code == 4 and "(set bl) holds 2001 prefixes, pfc put 2000 (+1 -0)" in out, out
     code, out, err = pfc("set", "del", "bl", STAY, "--dev", lab.dut, "--netns", lab.name)
-    assert code == 0 and "map swap" in out, err  # pfc's copy is the truth: done now
+    assert code == 0 and "map swap" in out and "-1" in out, err
     assert pfc("status", "--netns", lab.name)[0] == 0
     deliver(lab, [from_(lab, STAY, 2)])
     assert counters_of(entry(lab, "tc"))[0][0] == 1

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 
 import pytest
 
-from pfc.cli import load as cmd_load
+from pfc.cli import status as cmd_load
 from pfc.deploy import load as loading
 from pfc.kernel import bpf_attach, netns
 from tests.deploy.test_load import (
@@ -76,8 +77,11 @@ def test_records_of_a_deleted_namespace_are_noted_and_pruned(tmp_path):
     with netns.lab() as here:
         assert load(here, "nft", [], path)[0] == 0
         code, out, _ = pfc("status", "--netns", here.name)
-        assert code == 0 and out.count(gone.name) == 1, out
-        assert "no longer exist" in out and "--prune" in out
+        assert code == 0 and gone.name not in out, out  # another namespace's: counted
+        assert "note: 2 records of 1 deleted namespace (`pfc status --all` lists them, " \
+            "`--prune` removes them)" in out
+        code, out, _ = pfc("status", "--all")
+        assert f"{gone.name} (iptables on dut, xdp on dut)" in out and "--prune" in out
         report = json.loads(pfc("status", "--netns", here.name, "--format", "json")[1])
         assert {(g["netns"], g["target"]) for g in report["gone"]} == \
             {(gone.name, "xdp"), (gone.name, "iptables")}
@@ -86,8 +90,7 @@ def test_records_of_a_deleted_namespace_are_noted_and_pruned(tmp_path):
         code, out, _ = pfc("unload", "--target", "xdp", "--dev", "dut", "--netns", gone.name)
         assert code == 0 and "is gone" in out
         code, out, _ = pfc("status", "--netns", here.name, "--prune")
-        assert code == 0 and "removed the records" in out and \
-            f"{gone.name} (iptables on dut)" in out
+        assert code == 0 and f"removed 1 record of 1 deleted namespace: {gone.name}" in out
         code, out, _ = pfc("status", "--netns", here.name)
         assert gone.name not in out and "nft on dut" in out
 
@@ -161,6 +164,24 @@ HOSTILE = ('drop udp payload[0:3] == "[/]"\n'
            'drop udp payload[0:16] == "[link=x]y[/link]"\n'
            'drop udp dst { 10.0.0.1, 10.0.0.2, 10.0.0.3, 10.0.0.4, 10.0.0.5, 10.0.0.6, '
            '10.0.0.7, 10.0.0.8 } dport { 1, 2, 3, 4 }\n')
+
+
+def test_the_header_fits_80_columns(lab, tmp_path):
+    """New-user finding m17: the load time and `(iptables-nft)` wrapped onto lines of
+    their own at 80 columns; now each part of the header is a line of its own."""
+    from rich.console import Console
+
+    path = policy_file(tmp_path, "count udp\ndrop udp dport 53\n", "web.pf")
+    assert load(lab, "iptables", [], path)[0] == 0
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(
+        cmd_load.render(loading.report(netns=lab.name)))
+    lines = out.getvalue().splitlines()
+    assert all(len(ln) <= 80 for ln in lines), lines
+    assert re.fullmatch(r"  chain PFC → PFC\.1 in raw PREROUTING \(iptables-(nft|legacy)\)",
+                        lines[1]), lines
+    assert re.fullmatch(r"  loaded \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00, sha256 "
+                        r"[0-9a-f]{16}…", lines[3]), lines
 
 
 def test_rule_text_is_never_markup_and_never_cut(lab, tmp_path):

@@ -6,12 +6,14 @@ Inputs come from three generators:
 - **grammar**: random streams of the grammar's own tokens (``SAMPLES`` holds sample
   lexemes for every terminal of ``grammar/pfc.lark``, checked by a test) and keywords;
 - **valid**: the valid-policy generator of ``tests/strategies.py`` plus rules with a
-  field given two to four times (the merge of ``pfc.frontend.merge``);
-- **mutation**: the examples and ``tests/bad/*.pf`` changed by a few operations
-  (``MUTATIONS``): bit flips, token insert/delete/swap/duplicate, huge numbers, long
-  names, NUL/Unicode/control characters, lone surrogates (text handed over
-  in-process, as an editor can), CRLF, byte-order marks, ``{`` nesting, continuations,
-  line shuffles, truncation. A policy with a ``set`` gets a mutated set file too.
+  field given two to four times (the merge of ``pfc.frontend.merge``); and whole
+  firewalls (v2: hook blocks, chains, interfaces; ``tests/frontend/firewalls.py``);
+- **mutation**: the examples (whole firewalls too) and ``tests/bad/*.pf`` changed by a
+  few operations (``MUTATIONS``): bit flips, token insert/delete/swap/duplicate, huge
+  numbers (and numbers behind 4,300 leading zeros), long names, NUL/Unicode/control
+  characters, lone surrogates (text handed over in-process, as an editor can), CRLF,
+  byte-order marks, ``{`` nesting, continuations, line shuffles, truncation. A policy
+  with a ``set`` gets a mutated set file too.
 
 Mutations are plain functions of integers (``Op``), so hypothesis draws and shrinks them
 and the benchmark replays them from a seed. Inputs stay small (``MAX_INPUT`` bytes):
@@ -36,13 +38,14 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from pfc.build import build_artifact
+from pfc.build import build_artifact, build_ruleset
 from pfc.frontend.diagnostics import MAX_ERRORS, render_text, to_json
 from pfc.frontend.fmt import format_source
 from pfc.frontend.hints import KEYWORDS
 from pfc.frontend.pipeline import Compiled, compile_source
 from pfc.frontend.source import SourceFile
-from tests.paths import BAD, EXAMPLES
+from tests.frontend.firewalls import firewalls
+from tests.paths import BAD, EXAMPLES, FIREWALLS
 from tests.strategies import policies, rule_text
 
 MAX_INPUT = 16_384
@@ -60,17 +63,30 @@ SAMPLES: dict[str, tuple[str, ...]] = {
     "LOG": ("log",), "PREFIX": ("prefix",), "RATE": ("rate",), "SNAP": ("snap",),
     "LIMIT": ("limit",), "BURST": ("burst",), "PER": ("per",), "AUDIT": ("audit",),
     "CT": ("ct",), "STATE": ("state",), "SLASH": ("/",),
+    # v2 (whole firewalls)
+    "INGRESS": ("ingress",), "EGRESS": ("egress",), "RAW": ("raw",), "NAT": ("nat",),
+    "PREROUTING": ("prerouting",), "INPUT": ("input",), "FORWARD": ("forward",),
+    "OUTPUT": ("output",), "POSTROUTING": ("postrouting",), "CHAIN": ("chain",),
+    "INTERFACE": ("interface",), "ADDRESS": ("address",), "GATEWAY": ("gateway",),
+    "REJECT": ("reject",), "NOTRACK": ("notrack",), "MARK": ("mark",), "DNAT": ("dnat",),
+    "SNAT": ("snat",), "MASQUERADE": ("masquerade",), "JUMP": ("jump",), "GOTO": ("goto",),
+    "WITH": ("with",), "STATUS": ("status",), "CLOSE": ("}", "{ }"),
+    "V2FIELD": ("iif", "oif", "ether-src", "ether-dst", "ether-type", "vlan-id", "icmp-code",
+                "dst-type", "src-type", "mark"),
+    "WILDNAME": ("eth*", "br-*", "x*"), "PORTONLY": (":8080", ":$p", ":0x1f", ":99999"),
     "EQEQ": ("==",), "EQUAL": ("=",), "LBRACE": ("{",), "RBRACE": ("}",), "COMMA": (",",),
     "LSQB": ("[",), "RSQB": ("]",), "COLON": (":",), "MINUS": ("-",),
     "IPV4": ("10.0.0.1", "192.168.0.0/16", "0.0.0.0/0", "10.0.0.1/33", "300.1.2.3",
              "10.0.0.0/99999"),
     "IPV6": ("2001:db8::1", "::/0", "fe80::/10", "2001:db8::/129", "1:2:3:4:5:6:7:8:9",
-             "::ffff:10.0.0.1"),
+             "::ffff:10.0.0.1", "aa:bb:cc:dd:ee:ff", "aa:bb:cc"),
     "NUMBER": ("0", "53", "65535", "65536", "0x1f", "0xffffffffffffffff", "255", "8"),
     "STRING": ('"X"', '"\\x41"', '"\\x"', '"\\xZZ"', '"\\q"', '"\\\\"', '"abc"', '""'),
     "VARREF": ("$lan", "$web", "$s", "$x"),
     "NAME": ("lan", "syn", "ack", "echo-request", "ssh", "DROP", "allow", "from", "any",
-             "gre", "type", "second", "minute", "new", "established", "invalid"),
+             "gre", "type", "second", "minute", "new", "established", "invalid",
+             "tcp-reset", "port-unreachable", "dnat", "local", "eth0", "lo", "arp",
+             "untracked", "iifname"),
     "COMMENT": ("# note", "# \x1b[31m"),
     "_NL": ("\n", "\r\n", "\n\n"),
     "CONTINUATION": ("\\\n",),
@@ -118,7 +134,8 @@ class Input:
 
 def corpus() -> list[tuple[str, bytes]]:
     """The mutation seeds: every example and every ``tests/bad`` policy."""
-    return [(p.name, p.read_bytes()) for p in [*EXAMPLES, *sorted(BAD.glob("*.pf"))]]
+    return [(p.name, p.read_bytes())
+            for p in [*EXAMPLES, *FIREWALLS, *sorted(BAD.glob("*.pf"))]]
 
 
 def set_bases() -> list[bytes]:
@@ -192,7 +209,7 @@ def _dup(data: bytes, a: int, b: int) -> bytes:
 
 def _number(data: bytes, a: int, b: int) -> bytes:
     huge = (b"9" * (4290 + b % 20), b"0x" + b"f" * (b % 4000 + 1), b"1" * (b % 80 + 1),
-            b"0" * (b % 100) + b"53")[a % 4]
+            b"0" * (b % 100) + b"53", b"0" * (4290 + b % 20) + b"1")[a % 5]  # F1: zeros
     numbers = [m for m in re.finditer(rb"(?<![\w.:])(0x[0-9a-fA-F]+|[0-9]+)(?![\w.:])", data)]
     if not numbers:
         return data + b" " + huge
@@ -323,6 +340,11 @@ def dup_rule(draw, valid: bool = False) -> str:
     return " ".join(w for w in (action, proto, *draw(st.permutations(matches)), extra) if w)
 
 
+def valid_files() -> st.SearchStrategy[str]:
+    """Valid policies (one rule list) and valid whole firewalls."""
+    return st.one_of(valid_policies(), firewalls())
+
+
 def valid_policies(**features) -> st.SearchStrategy[str]:
     """Valid policies, some with a field given more than once."""
     count = features.get("count", True)
@@ -367,6 +389,8 @@ def meaning(compiled: Compiled) -> object:
     """The IR without spans and lines: what the policy means."""
     from pfc.backends.irjson import to_jsonable
 
+    if compiled.ruleset is not None:
+        return _strip(to_jsonable(compiled.ruleset))
     return _strip(to_jsonable(compiled.require()))
 
 
@@ -393,7 +417,12 @@ def build_all(compiled: Compiled) -> dict[str, str | None]:
     Anything raised is a backend crash."""
     out = {}
     for target, fmt, options in TARGETS:
-        artifact, diags = build_artifact(compiled, target, fmt, **options)
+        if compiled.ruleset is not None:  # a whole firewall: the blocks the target carries
+            made, diags = build_ruleset(compiled.ruleset, [target], fmt, **options)
+            artifact = made[0] if made else None
+            assert bool(made) != bool(diags), (target, diags)
+        else:
+            artifact, diags = build_artifact(compiled, target, fmt, **options)
         assert (artifact is None) == bool(diags), (target, diags)
         reason = re.sub(r" \(rule at line \d+\)", "", diags[0].message) if diags else None
         out[f"{target}/{fmt or 'default'}"] = reason
@@ -406,8 +435,12 @@ def kernel_rejections(compiled: Compiled, dev: str) -> list[str]:
     """Load a clean policy into the real checkers, in the current (lab) namespace:
     clang and the verifier for xdp, ``nft -c -f`` (text and JSON), ``ipset restore``
     and ``iptables-restore --test`` per family, ``SO_ATTACH_FILTER`` for cbpf. Returns
-    the rejections (empty: every target that can express the policy accepted it)."""
+    the rejections (empty: every target that can express the policy accepted it). A
+    whole firewall gives none yet: its multi-block artifacts come with the backends
+    that carry its blocks."""
     out: list[str] = []
+    if compiled.ruleset is not None:
+        return out
     for name, check in (("xdp", _xdp), ("nft", _nft), ("iptables", _iptables),
                         ("cbpf", _cbpf)):
         try:

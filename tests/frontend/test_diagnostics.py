@@ -61,3 +61,15 @@ def test_caret_sits_under_the_exact_span() -> None:
     assert source_line[start:start + 5] == "dprot"
     assert caret_line.strip() == "^~~~~"
     assert any("did you mean `dport`?" in line for line in text)
+
+
+def test_a_note_of_several_lines_is_shown_as_lines() -> None:
+    """clang's output in an internal error's note: one line each, indented (it was
+    one line with `\\x0a` in it); control characters inside stay escaped."""
+    from pfc.frontend.diagnostics import Note, error
+    from pfc.frontend.source import Span
+
+    source = SourceFile("p.pf", "drop udp\n")
+    diag = error("boom", Span("p.pf", 0, 4), notes=(Note("clang said:\na\nb\x1b[2J"),))
+    lines = render_text(diag, {"p.pf": source}).splitlines()
+    assert lines[-3:] == ["  = note: clang said:", "    a", "    b\\x1b[2J"]

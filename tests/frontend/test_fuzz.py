@@ -43,7 +43,7 @@ def test_generated_inputs_never_raise(kind: str, batch: int, data: st.DataObject
 
 @pytest.mark.timeout(300)
 @settings(FUZZ, max_examples=1710 // 3 // 2)
-@given(st.lists(fuzzing.valid_policies(), min_size=2, max_size=2))
+@given(st.lists(fuzzing.valid_files(), min_size=2, max_size=2))
 def test_valid_policies_check_clean_and_format_stably(texts: list[str]) -> None:
     """Each valid policy as written, with CRLF line ends, and with a byte-order mark,
     tabs and comments (generating a policy costs more than three checks of it)."""
@@ -57,7 +57,7 @@ def test_valid_policies_check_clean_and_format_stably(texts: list[str]) -> None:
 
 @pytest.mark.timeout(300)
 @settings(FUZZ, max_examples=300)
-@given(st.one_of(fuzzing.valid_policies(), fuzzing.mutated_inputs()))
+@given(st.one_of(fuzzing.valid_files(), fuzzing.mutated_inputs()))
 def test_clean_policies_build_or_are_refused_for_every_target(item) -> None:
     inp = item if isinstance(item, fuzzing.Input) else fuzzing.Input("b.pf", item.encode())
     compiled = fuzzing.front_end(inp)

@@ -97,3 +97,24 @@ def test_group_runs_keeps_limits_and_audits_apart() -> None:
     text = ("drop udp dport 1 limit rate 1/second\ndrop udp dport 2 limit rate 1/second\n"
             "drop udp dport 3 audit\ndrop udp dport 4\n")
     assert len(group_runs(compile_text(text).require()).rules) == 4
+
+
+@pytest.mark.parametrize("text, caret", [
+    ('log udp prefix "   "', '"   "'),  # only spaces: the whole string
+    ('log udp prefix " web"', " "),
+    ('log udp prefix "web  "', "  "),
+    ('log udp prefix "/=:+,.-_ "', " "),  # fuzz-and-faults: cut silently before
+    ('log udp prefix "\\x20web"', '"\\x20web"'),  # an escaped space: the whole string
+])
+def test_a_log_prefix_with_outer_spaces_is_an_error_with_a_caret(text: str,
+                                                                 caret: str) -> None:
+    """NFLOG and nft trim a prefix's outer spaces: pfc refuses them rather than
+    emit something else than the policy says (docs/language.md)."""
+    (d,) = compile_text(text + "\n", "t.pf").diagnostics
+    assert d.code == "bad-prefix" and "space" in d.message
+    assert text[d.span.start:d.span.end] == caret
+
+
+def test_spaces_inside_a_log_prefix_are_kept() -> None:
+    (rule,) = compile_text('log udp prefix "a  b"\n').require().rules
+    assert rule.action.prefix == "a  b"

@@ -18,6 +18,7 @@ from pfc.frontend.source import SourceFile
 
 HUGE = "9" * 4301
 HEX = "0x" + "f" * 3600
+ZEROS = "0" * 4300
 
 # The ten crash classes of fuzz-and-faults.md §7 (and their siblings): text → the code
 # of the error it must give.
@@ -37,6 +38,10 @@ CRASHES = {
     f"drop src 10.0.0.0/{HUGE}": "bad-address",
     f"drop src 2001:db8::/{HUGE}": "bad-address",
     f"drop src 1{HUGE}.0.0.1": "bad-address",
+    f"drop src 10.0.0.0/{ZEROS}1": "bad-address",  # fuzz-and-faults F1
+    f"drop src ::/{ZEROS}1": "bad-address",
+    f"drop src {{ 10.0.0.0/{ZEROS}24, 2001:db8::/{ZEROS}32 }}": "bad-address",
+    f"define n = 10.0.0.0/{ZEROS}8\ndrop src $n": "bad-address",
     f"define x = {HUGE}\ndrop udp dport $x": "out-of-range",
     f"redirect udp dport 1 to 10.0.0.1:{HUGE}": "out-of-range",
     'drop udp payload[0] == "\ud800"': "encoding",
@@ -58,9 +63,18 @@ def test_a_nul_in_a_set_entry_is_an_error_in_the_set_file(tmp_path: Path) -> Non
     (tmp_path / "nul.txt").write_bytes(b"10.0.0.1\x00\n")
     compiled = _compile(tmp_path, 'set s = file "nul.txt"\ndrop src $s\n')
     (d,) = compiled.diagnostics
-    assert d.code == "bad-set-entry" and d.span.file.endswith("nul.txt")
+    assert d.code == "bad-set-entry" and d.notes[0].span.file.endswith("nul.txt")
     assert "U+0000 (NUL)" in d.message
     assert "\x00" not in render_text(d, compiled.sources)
+
+
+def test_prefix_lengths_with_leading_zeros(tmp_path: Path) -> None:
+    """Leading zeros are fine in a short prefix length (`/024`); thousands of them are
+    an error in a policy and in a set file, never int()'s 4,300-digit ValueError."""
+    assert compile_text("drop src 10.0.0.0/024\ndrop src 2001:db8::/0032\n").ok
+    (tmp_path / "z.txt").write_text(f"10.0.0.0/{ZEROS}1\n::/{ZEROS}1\n")
+    compiled = _compile(tmp_path, 'set s = file "z.txt"\ndrop src $s\n')
+    assert [d.code for d in compiled.diagnostics] == ["bad-set-entry"] * 2
 
 
 def test_huge_numbers_in_a_set_file(tmp_path: Path) -> None:
@@ -132,8 +146,11 @@ def test_a_latin1_set_file_is_reported_at_the_bad_byte(tmp_path: Path) -> None:
     (tmp_path / "s.txt").write_bytes(b"10.0.0.1\n10.0.0.2 # \xff\n")
     compiled = _compile(tmp_path, 'set s = file "s.txt"\ndrop src $s\n')
     (d,) = compiled.diagnostics
-    assert d.message == "not UTF-8: byte 0xff" and d.span.file.endswith("s.txt")
-    assert compiled.sources[d.span.file].position(d.span.start) == (2, 12)
+    assert d.message == "line 2 of s.txt: not UTF-8: byte 0xff"
+    assert compiled.source.position(d.span.start) == (1, 14)  # the set's path
+    here = d.notes[0].span
+    assert here.file.endswith("s.txt")
+    assert compiled.sources[here.file].position(here.start) == (2, 12)
 
 
 def test_a_leading_bom_is_accepted_and_one_elsewhere_is_named(tmp_path: Path) -> None:

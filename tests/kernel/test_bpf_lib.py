@@ -99,7 +99,8 @@ def ipv4_frame(n: int = 60) -> bytes:
 def test_command_is_exact_and_relative():
     argv = toolchain.command("edge.xdp")
     assert argv[:7] == ["clang", "-O2", "-g", "-target", "bpf", "-Wall", "-Werror"]
-    assert argv[-4:] == ["-c", "edge.xdp.c", "-o", "edge.xdp.o"]
+    assert argv[-4:] == ["-c", "./edge.xdp.c", "-o", "./edge.xdp.o"]  # never an option
+    assert toolchain.command("-")[-4:] == ["-c", "./-.c", "-o", "./-.o"]
     assert any(a.startswith("-I/usr/include/") for a in argv) == bool(toolchain.multiarch())
 
 

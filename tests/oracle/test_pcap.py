@@ -89,3 +89,9 @@ def test_header_is_classic_ethernet_pcap(tmp_path: Path) -> None:
     magic, major, minor, _, _, snaplen, linktype = struct.unpack(
         "=IHHiIII", (tmp_path / "h.pcap").read_bytes()[:24])
     assert (magic, major, minor, snaplen, linktype) == (0xA1B2C3D4, 2, 4, 65535, 1)
+
+
+def test_a_frame_too_large_is_named_by_its_1_based_number(tmp_path: Path) -> None:
+    """Frames are numbered from 1 in every message, as `pfc run` and tcpdump do."""
+    with pytest.raises(PcapError, match=r": frame 2 is 65536 bytes"):
+        write_pcap(tmp_path / "big.pcap", [bytes(60), bytes(0x10000)])

@@ -130,6 +130,22 @@ def test_ctrl_c_stays_130(capsys, monkeypatch) -> None:
     assert main(["check", EDGE]) == 130
 
 
+def test_commands_that_run_until_stopped_end_with_0_on_ctrl_c(monkeypatch) -> None:
+    """A decision (new-user finding m15), written in the exit codes of --help and
+    README: Ctrl-C is how `pfc log` and `pfc status --watch` end."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr("pfc.api.log_events", interrupted)
+    monkeypatch.setattr("pfc.cli.status._report", interrupted)
+    assert main(["log", "--dev", "lo"]) == 0
+    assert main(["status", "--watch"]) == 0
+    assert main(["status"]) == 130
+    help_text = pfc("--help").stdout.decode()
+    assert "`pfc log` and `pfc status --watch`, which run until" in help_text
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "`pfc log` and `pfc status --watch` run until stopped" in readme
+
+
 def test_an_internal_error_in_a_real_process(tmp_path: Path) -> None:
     code = ("import sys, pfc.api\n"
             "def boom(*a, **k): raise ValueError('x' * 5000)\n"
@@ -703,7 +719,8 @@ def test_control_characters_in_file_names_are_escaped(tmp_path: Path) -> None:
 
 def test_verify_says_line_not_parenthesis(capsys, monkeypatch) -> None:
     monkeypatch.setattr("pfc.verifier.run.missing_privileges", lambda: "needs root (test)")
-    assert main(["verify", REDIRECT, "--targets", "all", "--frames", "10"]) == 0
+    # nothing ran (needs root): exit 2, docs/verify.md
+    assert main(["verify", REDIRECT, "--targets", "all", "--frames", "10"]) == 2
     out = capsys.readouterr().out
     assert "socket: not expressible: line 4: redirect udp dst 192.168.64.2" in out
     assert not re.search(r"\(\d+\)", out)
@@ -813,8 +830,29 @@ def test_status_and_verify_json_carry_the_version(capsys, monkeypatch) -> None:
     out = capsys.readouterr().out
     assert json.loads(out)["version"] == 1
     monkeypatch.setattr("pfc.verifier.run.missing_privileges", lambda: "needs root (test)")
-    assert main(["verify", REDIRECT, "--frames", "10", "--format", "json"]) == 0
+    # nothing ran (needs root): exit 2, docs/verify.md
+    assert main(["verify", REDIRECT, "--frames", "10", "--format", "json"]) == 2
     report = json.loads(capsys.readouterr().out)
     assert next(iter(report)) == "version" and report["version"] == 1
     for key in _json_keys(report, set()):
         assert re.search(rf"[`.]{re.escape(key)}`", docs), key
+
+
+# ------------------------------------------------- round 3: internal errors read well
+
+def test_a_clang_failure_reads_as_lines_and_names_the_program_once(
+        capsys, monkeypatch, tmp_path: Path) -> None:
+    """Internal-error notes: clang's output line by line (not `\\x0a`), and no "the
+    generated program for the program"."""
+    from pfc.kernel import toolchain
+
+    def broken(source, stem="prog", use_cache=True):
+        raise toolchain.ToolchainError("clang exited with status 1",
+                                       "clang: error: one\nclang: error: two\n", "clang x")
+
+    monkeypatch.setattr(toolchain, "compile_c", broken)
+    assert main(["compile", EDGE, "--target", "xdp", "-o", str(tmp_path) + "/"]) == 1
+    err = capsys.readouterr().err
+    assert "\\x0a" not in err and "for the program" not in err
+    assert "clang rejected the generated program; this is a pfc bug" in err
+    assert "\n    clang: error: two\n" in err

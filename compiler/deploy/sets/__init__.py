@@ -23,15 +23,21 @@ The new contents become the set file's text in pfc's copy of the loaded policy
 apply`` with an unchanged config leaves live sets alone, ``pfc status`` compares the
 kernel's sets with them (:mod:`.drift`), and ``--dry-run`` diffs against them. A ``pfc
 load`` or an ``apply`` of a changed policy loads the set file's contents.
+
+A change is a transaction (:mod:`.pending`): the new copy and a marker are written
+before the kernel changes, the record (naming the new copy) after; the next pfc command
+finishes or rolls back one that was killed. A copy whose digest is not the record's is
+refused: a set is never changed from another policy's sources.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pfc.deploy import journal, snapshot, state
-from pfc.deploy.base import LoadError, check_privileges, in_netns
+from pfc.deploy.base import LoadError, check_privileges, in_netns, unwritable
+from pfc.deploy.sets import pending
 from pfc.deploy.sets.contents import (
     Contents,
     copy_contents,
@@ -49,9 +55,6 @@ from pfc.frontend.pipeline import paused_gc
 __all__ = ["OPS", "Change", "change", "drift", "drifted", "new_contents", "parse_entries",
            "text"]
 OPS = ("add", "del", "replace")
-# Written before a change touches the kernel, removed after: a ``pfc set`` that finds
-# it was interrupted (pfc's copy and the kernel may differ) and rewrites every family.
-PENDING = ".set-pending"
 
 
 @dataclass
@@ -66,79 +69,87 @@ class Change:
     removed: int
     how: str  # "nft transaction", "ipset swap", "map swap", "policy replaced (...)"
     seconds: float
+    notes: list[str] = field(default_factory=list)  # interrupted work settled first
 
 
 def change(op: str, name: str, entries: Contents, dev: str, target: str,
            netns: str | None = None) -> Change:
-    """``pfc set OP NAME ...`` on the policy pfc loaded at (netns, dev, target)."""
+    """``pfc set OP NAME ...`` on the policy pfc loaded at (netns, dev, target), as a
+    transaction (:mod:`.pending`); an unfinished load or set there is settled first."""
+    from pfc.deploy import load as deploying
+
     if op not in OPS:
         raise LoadError(f"unknown set operation `{op}`", hint="add, del or replace")
     check_privileges(target, netns, "set")
-    with paused_gc(), in_netns(netns) as ns:
-        with state.locked():
-            record = state.read(ns, dev, target)
-            copy = snapshot.read_loaded(ns, dev, target)
-            if record is None or copy is None:
-                raise LoadError(f"no policy of pfc's with a copy is loaded as {target} on "
-                                f"{dev} (namespace {ns})", hint="pfc load or pfc apply it "
-                                "first; `pfc status` shows what is loaded")
-            key = set_file(copy, name)
-            old = copy_contents(copy, key, name)
-            new = new_contents(op, old, entries)
-            started = time.perf_counter()
-            marker = state.path(ns, dev, target, PENDING)
-            interrupted = marker.exists()
-            state.write_json(marker, {"set": name, "op": op})
-            how = _in_place(record, copy, name, old, new, interrupted,
-                            lambda: snapshot.write_loaded(ns, dev, target,
-                                                          with_contents(copy, key, new)))
-            if how is not None:
-                state.remove_file(marker)
-                return Change(target, dev, name, size(new), *counts(old, new), how,
-                              time.perf_counter() - started)
-        found = _reload(copy, key, name, old, new, dev, target, ns)
-        with state.locked():
-            state.remove_file(marker)
-        return found
+    try:
+        with paused_gc(), in_netns(netns) as ns, state.locked():
+            notes = deploying.recover(ns, dev, target)
+            found = _change(op, name, entries, dev, target, ns)
+    except state.Unwritable as exc:
+        raise unwritable(exc, "nothing was changed: the set is as it was") from None
+    finally:
+        state.release()
+    found.notes = notes
+    return found
 
 
-def _in_place(record: state.Record, copy: snapshot.Copy, name: str, old: Contents,
-              new: Contents, interrupted: bool, commit) -> str | None:
-    """The change made in place (``commit()`` writes pfc's copy), or None: reload.
-    ``interrupted``: the last change did not finish, the kernel may hold ``old`` or
-    the copy's new contents: every family the kernel holds a set of is rewritten."""
-    from pfc.deploy.sets import ebpf, ipset, nft
-
-    if record.target in ("xdp", "tc"):
-        changes = ebpf.plan(record, copy.sources[copy.main], name, old, new, interrupted)
-        return None if changes is None else ebpf.change(record, changes, commit)
-    how = (nft if record.target == "nft" else ipset).change(
-        record, name, old, new, interrupted) if record.target in ("nft", "iptables") \
-        else None
-    if how is not None:
-        journal.point("set-changed")  # the kernel changed, pfc's copy not yet
-        commit()
-    return how
+def _loaded(ns: str, dev: str, target: str) -> tuple[state.Record, snapshot.Copy]:
+    """pfc's record there and its copy; LoadError when there is none, or the copy is
+    not the one the record names (pfc never changes a set from another policy's)."""
+    record = state.read(ns, dev, target)
+    if record is None:
+        raise LoadError(f"no policy of pfc's is loaded as {target} on {dev} (namespace "
+                        f"{ns})", hint="pfc load or pfc apply it first; `pfc status` shows "
+                        "what is loaded")
+    copy, why = snapshot.checked(record)
+    if copy is None:
+        raise LoadError(f"{why}: pfc will not change a set from it",
+                        hint="`pfc load` or `pfc apply` the policy again, then `pfc set`")
+    return record, copy
 
 
-def _reload(copy: snapshot.Copy, key: str, name: str, old: Contents, new: Contents,
-            dev: str, target: str, ns: str) -> Change:
-    """The policy recompiled from the copy with the new contents, replaced atomically."""
+def _change(op: str, name: str, entries: Contents, dev: str, target: str,
+            ns: str) -> Change:
+    record, copy = _loaded(ns, dev, target)
+    key = set_file(copy, name)
+    old = copy_contents(copy, key, name)
+    new = new_contents(op, old, entries)
+    changed = with_contents(copy, key, new)
+    started = time.perf_counter()
+    pending.begin(record, name, op, copy, changed)
+    try:
+        how = pending.rewrite(record, copy, name, old, new)
+        if how is None:
+            how = _reload(changed, dev, target, ns)
+        else:
+            journal.point("set-changed")
+            try:
+                pending.commit(record, changed.digest)
+            except state.Unwritable as exc:
+                raise unwritable(exc, "the new contents ARE in force, but pfc could not "
+                                      "record them (the next pfc command with room "
+                                      "does)") from None
+    except BaseException:
+        pending.settle_own(ns, dev, target)
+        raise
+    pending.clear(ns, dev, target)
+    return Change(target, dev, name, size(new), *counts(old, new), how,
+                  time.perf_counter() - started)
+
+
+def _reload(changed: snapshot.Copy, dev: str, target: str, ns: str) -> str:
+    """The policy recompiled from the copy with the new contents, replaced atomically
+    (a load: its record and copy commit together)."""
     from pfc.deploy.preview import load_compiled
     from pfc.frontend.diagnostics import CompileError
 
-    changed = with_contents(copy, key, new)
-    started = time.perf_counter()
     o = changed.options
     try:
         load_compiled(snapshot.compile_copy(changed), target, dev, ns, False, o.get("mode"),
-                      o.get("hook"), o.get("table") or "pfc")
+                      o.get("hook"), o.get("table") or "pfc", origin=changed.origin)
     except CompileError as exc:
         raise LoadError(f"the policy with the new set does not compile: "
                         f"{exc.diagnostics[0].message}", hint="nothing was changed") \
             from None
-    with in_netns(ns), state.locked():
-        snapshot.write_loaded(ns, dev, target, changed)
-    return Change(target, dev, name, size(new), *counts(old, new),
-                  "policy replaced atomically (recompiled; counters restart)",
-                  time.perf_counter() - started)
+    journal.point("set-reloaded")
+    return "policy replaced atomically (recompiled; counters restart)"

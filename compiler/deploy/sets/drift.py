@@ -1,9 +1,10 @@
 """``pfc status``: the sets in the kernel compared with what pfc put there.
 
 nft sets and ipsets are listed; an eBPF program's set maps are read back through its
-map ids (the slot of each ``ARRAY_OF_MAPS``, then the map in it). A set fed by a policy
-``set`` is compared with pfc's copy (what pfc loaded or last put there with ``pfc
-set``); a map of a list of the policy's own with the digest recorded at load.
+map ids (the slot of each ``ARRAY_OF_MAPS``, then the map in it): :func:`live`. A set
+fed by a policy ``set`` is compared with pfc's copy (what pfc loaded or last put there
+with ``pfc set``; only a copy whose digest is the record's); a map of a list of the
+policy's own with the digest recorded at load.
 """
 
 from __future__ import annotations
@@ -20,22 +21,46 @@ def _differ(what: str, got: list, want: list) -> str | None:
     return f"{what} holds {len(got)} prefixes, pfc put {len(want)} (+{plus} -{minus})"
 
 
-def _netfilter(record: state.Record, copy: snapshot.Copy) -> list[str]:
-    from pfc.deploy.sets import ipset, nft
+def live(record: state.Record, name: str) -> dict[int, c.Ranges]:
+    """What the kernel's sets of policy set ``name`` hold, per family that has one
+    (nft set ``NAMEv``, the generation's ipset, the eBPF set map), as merged ranges."""
+    from pfc.deploy.sets import ebpf, ipset, nft
 
-    out = []
-    for name in c.set_names(copy):
-        want = c.copy_contents(copy, c.set_file(copy, name), name)
+    out = {}
+    if record.target in ("nft", "iptables"):
         for v in (4, 6):
             if record.target == "nft":
-                sname = f"{name}{v}"
-                have = nft.held(record.attach, sname)
+                have = nft.held(record.attach, f"{name}{v}")
             else:
                 sname = ipset.live_name(record, name, v)
                 have = ipset.held(sname) if sname else None
             if have is not None:
-                out.append(_differ(f"set {sname}", c.prefixes(v, have[v]),
-                                   c.prefixes(v, want[v])))
+                out[v] = c.merge(have[v])
+        return out
+    held = ebpf.held(record) if record.target in ("xdp", "tc") else {}
+    for m in record.attach.get("set_maps") or []:
+        found = held.get(m["name"])
+        if m.get("set") == name and found is not None:
+            v = m["family"]
+            out[v] = c.merge([(a, a + (1 << (c.BITS[v] - n)) - 1) for a, n in found])
+    return out
+
+
+def _setname(record: state.Record, name: str, v: int) -> str:
+    if record.target == "nft":
+        return f"{name}{v}"
+    from pfc.deploy.sets import ipset
+
+    return ipset.live_name(record, name, v) or f"{name}{v}"
+
+
+def _netfilter(record: state.Record, copy: snapshot.Copy) -> list[str]:
+    out = []
+    for name in c.set_names(copy):
+        want = c.copy_contents(copy, c.set_file(copy, name), name)
+        for v, have in live(record, name).items():
+            out.append(_differ(f"set {_setname(record, name, v)}", c.prefixes(v, have),
+                               c.prefixes(v, want[v])))
     return [x for x in out if x]
 
 
@@ -65,7 +90,7 @@ def _ebpf(record: state.Record, copy: snapshot.Copy) -> list[str]:
 def drift(record: state.Record) -> str | None:
     """How the kernel's sets of a policy differ from what pfc loaded or last set (pfc's
     copy), one line; None when they agree (or there are none)."""
-    copy = snapshot.read_loaded(record.netns, record.dev, record.target)
+    copy, _ = snapshot.checked(record)
     if copy is None:
         return None
     if record.target in ("nft", "iptables"):
@@ -74,8 +99,6 @@ def drift(record: state.Record) -> str | None:
         out = _ebpf(record, copy)
     else:
         out = []
-    if out and state.path(record.netns, record.dev, record.target, ".set-pending").exists():
-        out.append("a `pfc set` was interrupted: run it again, or `pfc apply`")
     return "; ".join(out) or None
 
 

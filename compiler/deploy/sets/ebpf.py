@@ -42,14 +42,13 @@ def plan(record: state.Record, policy: str, name: str, old: Contents, new: Conte
     return out
 
 
-def change(record: state.Record, changes: list[tuple[dict, list[tuple[int, int]]]],
-           commit) -> str:
-    """Fill the new maps, ``commit()`` (pfc's copy), then swap them in. A kill after
-    the commit and before the swaps leaves the old contents in the kernel: ``pfc
-    status`` reports the difference, ``pfc apply`` loads the copy's."""
+def change(record: state.Record, changes: list[tuple[dict, list[tuple[int, int]]]]) \
+        -> str:
+    """Fill the new maps, then swap them in (one slot update each; two families are two
+    updates: a kill between them leaves a mix, which the next pfc command finishes,
+    :mod:`.pending`)."""
     pairs = fill(record, changes)
     try:
-        commit()
         journal.point("set-filled")
     except BaseException:
         close_pairs(pairs)
@@ -102,7 +101,9 @@ def swap(pairs: list[tuple[int, int]]) -> None:
     """Each new map into its slot (one update each: a packet's lookup sees the old map
     or the new one), then every fd closed: the old maps are freed by the kernel."""
     try:
-        for outer, inner in pairs:
+        for i, (outer, inner) in enumerate(pairs):
+            if i:
+                journal.point("set-family")
             bpf_maps.put_slot(outer, 0, inner)
     finally:
         close_pairs(pairs)

@@ -13,6 +13,7 @@ import re
 
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import Diagnostic, error, suggest
+from pfc.frontend.source import Span
 from pfc.frontend.syntax import MatchNode, OptionNode, RateNode, RuleNode, Value
 from pfc.frontend.text import shorten
 from pfc.frontend.values import decode_string, read_number
@@ -92,7 +93,33 @@ def _prefix(value: Value, diags: list[Diagnostic]) -> str | None:
                            f"`{shorten(bad.encode('unicode_escape').decode())}`",
                            value.span, code="bad-prefix"))
         return None
+    if text != text.strip(" "):
+        diags.append(_spaces(text, value))
+        return None
     return text
+
+
+def _spaces(text: str, value: Value) -> Diagnostic:
+    """A prefix that starts or ends with a space (or is only spaces): NFLOG's reader and
+    nft trim them, so the event would not carry what the policy says. The caret is
+    under the spaces when they are written as spaces (not as ``\x20``)."""
+    body = value.text[1:-1]
+    start, end = value.span.start + 1, value.span.end - 1
+    if not text.strip(" "):
+        what, span = "only spaces", value.span
+    elif text.startswith(" "):
+        what = "starts with a space"
+        lead = len(body) - len(body.lstrip(" "))
+        span = Span(value.span.file, start, start + lead) if lead else value.span
+    else:
+        what = "ends with a space"
+        trail = len(body) - len(body.rstrip(" "))
+        span = Span(value.span.file, end - trail, end) if trail else value.span
+    fixed = text.strip(" ")
+    return error(f"a log prefix cannot be {what}" if what == "only spaces" else
+                 f"a log prefix cannot start or end with a space; this one {what}", span,
+                 hint=f'write `prefix "{fixed}"`' if fixed else "leave `prefix` out, or "
+                 "give it a word", code="bad-prefix")
 
 
 def _bounded(value: Value, lo: int, hi: int, what: str,

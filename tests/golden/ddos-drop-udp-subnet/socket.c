@@ -41,6 +41,7 @@ typedef __u32 pfc_cur;
 #define U8(c, o) ((__u32)win[((c) + (o)) & (PFC_WINDOW - 1)])
 #define U16(c, o) ((U8(c, o) << 8) | U8(c, (o) + 1))
 #define U32(c, o) ((U16(c, o) << 16) | U16(c, (o) + 2))
+#define U16_BOUNDED(c, o) U16(c, o) /* byte by byte: the verifier bounds it already */
 
 
 /* Counters (per CPU: no atomics needed): packets, and bytes after the Ethernet header
@@ -79,8 +80,14 @@ int pfc_socket(struct __sk_buff *skb)
 	__u8 win[PFC_WINDOW] = {};
 	__u32 n = len < PFC_WINDOW ? len : PFC_WINDOW;
 
-	if (n > 0 && bpf_skb_load_bytes(skb, 0, win, n))
-		return PFC_DROP; /* cannot happen: n <= skb->len; fail closed */
+	if (n > 0) {
+		/* n - 1 masked, plus 1: the same n, in 1..PFC_WINDOW for verifiers that learn
+		 * nothing from n != 0 (Linux 6.1 and older: "invalid zero-sized read"). */
+		__u32 m = n - 1;
+		barrier_var(m);
+		if (bpf_skb_load_bytes(skb, 0, win, (m & (PFC_WINDOW - 1)) + 1))
+			return PFC_DROP; /* cannot happen: n <= skb->len; fail closed */
+	}
 	pfc_cur ip = 14;
 	__u32 etype = HAVE(0, 14) ? bpf_htons(U16(0, 12)) : 0;
 	(void)ip, (void)etype; /* unused when no rule reads them */

@@ -37,6 +37,11 @@ typedef void *pfc_cur;
 #define U8(c, o) ((__u32)*(const __u8 *)((void *)(c) + (o)))
 #define U16(c, o) ((__u32)bpf_ntohs(*(const __u16 *)((void *)(c) + (o))))
 #define U32(c, o) bpf_ntohl(*(const __u32 *)((void *)(c) + (o)))
+/* A 16-bit length that is added to a packet pointer. Linux 6.1's verifier and older
+ * ones do not bound the result of a byte swap (be16): the sum is refused ("math between
+ * pkt pointer and register with unbounded min value"). The mask bounds it to 0..0xffff
+ * for them; the barrier keeps clang from dropping a mask it knows to be redundant. */
+#define U16_BOUNDED(c, o) ({ __u32 v_ = U16(c, o); barrier_var(v_); v_ & 0xffff; })
 
 
 /* Counters (per CPU: no atomics needed): packets, and bytes after the Ethernet header

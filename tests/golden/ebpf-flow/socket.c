@@ -41,6 +41,7 @@ typedef __u32 pfc_cur;
 #define U8(c, o) ((__u32)win[((c) + (o)) & (PFC_WINDOW - 1)])
 #define U16(c, o) ((U8(c, o) << 8) | U8(c, (o) + 1))
 #define U32(c, o) ((U16(c, o) << 16) | U16(c, (o) + 2))
+#define U16_BOUNDED(c, o) U16(c, o) /* byte by byte: the verifier bounds it already */
 
 /* The transport header of an IPv4 packet whose header the kernel accepts (version 4,
  * IHL >= 5, IHL*4 <= total length <= bytes after the Ethernet header) and which is a
@@ -49,7 +50,7 @@ PFC_FN int pfc_l4_v4(pfc_cur ip, pfc_cur *l4, PFC_CTX_PARAMS)
 {
 	if (!HAVE(ip, 20))
 		return -1;
-	__u32 vhl = U8(ip, 0), ihl4 = (vhl & 0xf) * 4, total = U16(ip, 2);
+	__u32 vhl = U8(ip, 0), ihl4 = (vhl & 0xf) * 4, total = U16_BOUNDED(ip, 2);
 	if ((vhl >> 4) != 4 || ihl4 < 20 || total < ihl4 || !HAVE(ip, total))
 		return -1;
 	if (U16(ip, 6) & 0x1fff)
@@ -64,7 +65,7 @@ PFC_FN int pfc_l4_v6(pfc_cur ip, pfc_cur *l4, PFC_CTX_PARAMS)
 {
 	if (!HAVE(ip, 40))
 		return -1;
-	if ((U8(ip, 0) >> 4) != 6 || !HAVE(ip, 40 + U16(ip, 4)))
+	if ((U8(ip, 0) >> 4) != 6 || !HAVE(ip, 40 + U16_BOUNDED(ip, 4)))
 		return -1;
 	*l4 = ip + 40;
 	return 1;
@@ -287,9 +288,16 @@ PFC_SUB void pfc_emit(PFC_EV_PARAMS, const struct pfc_ev *a)
 	e->audit = a->audit;
 	for (int i = 0; i < 4; i++)
 		e->prefix[i] = a->prefix[i];
-	barrier_var(n); /* one register, tested and passed: the verifier sees 1 <= n <= max */
-	if (n >= 1 && n <= PFC_SNAP_MAX && PFC_EV_LOAD((void *)(e + 1), n))
-		n = 0;
+	if (n >= 1) {
+		/* n - 1 bounded, then + 1: the length passed is computed after its bound is
+		 * tested, in one register (a tested copy of n does not bound n for the
+		 * verifiers of Linux 6.1 and 6.12: "invalid zero-sized read") */
+		__u64 m = n - 1;
+
+		barrier_var(m);
+		if (m < PFC_SNAP_MAX && PFC_EV_LOAD((void *)(e + 1), m + 1))
+			n = 0;
+	}
 	e->caplen = n;
 	bpf_ringbuf_submit(e, 0);
 }
@@ -310,8 +318,14 @@ int pfc_socket(struct __sk_buff *skb)
 	__u8 win[PFC_WINDOW] = {};
 	__u32 n = len < PFC_WINDOW ? len : PFC_WINDOW;
 
-	if (n > 0 && bpf_skb_load_bytes(skb, 0, win, n))
-		return PFC_DROP; /* cannot happen: n <= skb->len; fail closed */
+	if (n > 0) {
+		/* n - 1 masked, plus 1: the same n, in 1..PFC_WINDOW for verifiers that learn
+		 * nothing from n != 0 (Linux 6.1 and older: "invalid zero-sized read"). */
+		__u32 m = n - 1;
+		barrier_var(m);
+		if (bpf_skb_load_bytes(skb, 0, win, (m & (PFC_WINDOW - 1)) + 1))
+			return PFC_DROP; /* cannot happen: n <= skb->len; fail closed */
+	}
 	pfc_cur ip = 14;
 	__u32 etype = HAVE(0, 14) ? bpf_htons(U16(0, 12)) : 0;
 	(void)ip, (void)etype; /* unused when no rule reads them */

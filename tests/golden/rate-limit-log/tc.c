@@ -37,6 +37,11 @@ typedef void *pfc_cur;
 #define U8(c, o) ((__u32)*(const __u8 *)((void *)(c) + (o)))
 #define U16(c, o) ((__u32)bpf_ntohs(*(const __u16 *)((void *)(c) + (o))))
 #define U32(c, o) bpf_ntohl(*(const __u32 *)((void *)(c) + (o)))
+/* A 16-bit length that is added to a packet pointer. Linux 6.1's verifier and older
+ * ones do not bound the result of a byte swap (be16): the sum is refused ("math between
+ * pkt pointer and register with unbounded min value"). The mask bounds it to 0..0xffff
+ * for them; the barrier keeps clang from dropping a mask it knows to be redundant. */
+#define U16_BOUNDED(c, o) ({ __u32 v_ = U16(c, o); barrier_var(v_); v_ & 0xffff; })
 
 /* The transport header of an IPv4 packet whose header the kernel accepts (version 4,
  * IHL >= 5, IHL*4 <= total length <= bytes after the Ethernet header) and which is a
@@ -45,7 +50,7 @@ PFC_FN int pfc_l4_v4(pfc_cur ip, pfc_cur *l4, PFC_CTX_PARAMS)
 {
 	if (!HAVE(ip, 20))
 		return -1;
-	__u32 vhl = U8(ip, 0), ihl4 = (vhl & 0xf) * 4, total = U16(ip, 2);
+	__u32 vhl = U8(ip, 0), ihl4 = (vhl & 0xf) * 4, total = U16_BOUNDED(ip, 2);
 	if ((vhl >> 4) != 4 || ihl4 < 20 || total < ihl4 || !HAVE(ip, total))
 		return -1;
 	if (U16(ip, 6) & 0x1fff)
@@ -271,9 +276,16 @@ PFC_SUB void pfc_emit(PFC_EV_PARAMS, const struct pfc_ev *a)
 	e->audit = a->audit;
 	for (int i = 0; i < 4; i++)
 		e->prefix[i] = a->prefix[i];
-	barrier_var(n); /* one register, tested and passed: the verifier sees 1 <= n <= max */
-	if (n >= 1 && n <= PFC_SNAP_MAX && PFC_EV_LOAD((void *)(e + 1), n))
-		n = 0;
+	if (n >= 1) {
+		/* n - 1 bounded, then + 1: the length passed is computed after its bound is
+		 * tested, in one register (a tested copy of n does not bound n for the
+		 * verifiers of Linux 6.1 and 6.12: "invalid zero-sized read") */
+		__u64 m = n - 1;
+
+		barrier_var(m);
+		if (m < PFC_SNAP_MAX && PFC_EV_LOAD((void *)(e + 1), m + 1))
+			n = 0;
+	}
 	e->caplen = n;
 	bpf_ringbuf_submit(e, 0);
 }

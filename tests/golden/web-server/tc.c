@@ -37,6 +37,11 @@ typedef void *pfc_cur;
 #define U8(c, o) ((__u32)*(const __u8 *)((void *)(c) + (o)))
 #define U16(c, o) ((__u32)bpf_ntohs(*(const __u16 *)((void *)(c) + (o))))
 #define U32(c, o) bpf_ntohl(*(const __u32 *)((void *)(c) + (o)))
+/* A 16-bit length that is added to a packet pointer. Linux 6.1's verifier and older
+ * ones do not bound the result of a byte swap (be16): the sum is refused ("math between
+ * pkt pointer and register with unbounded min value"). The mask bounds it to 0..0xffff
+ * for them; the barrier keeps clang from dropping a mask it knows to be redundant. */
+#define U16_BOUNDED(c, o) ({ __u32 v_ = U16(c, o); barrier_var(v_); v_ & 0xffff; })
 
 /* The transport header of an IPv4 packet whose header the kernel accepts (version 4,
  * IHL >= 5, IHL*4 <= total length <= bytes after the Ethernet header) and which is a
@@ -45,7 +50,7 @@ PFC_FN int pfc_l4_v4(pfc_cur ip, pfc_cur *l4, PFC_CTX_PARAMS)
 {
 	if (!HAVE(ip, 20))
 		return -1;
-	__u32 vhl = U8(ip, 0), ihl4 = (vhl & 0xf) * 4, total = U16(ip, 2);
+	__u32 vhl = U8(ip, 0), ihl4 = (vhl & 0xf) * 4, total = U16_BOUNDED(ip, 2);
 	if ((vhl >> 4) != 4 || ihl4 < 20 || total < ihl4 || !HAVE(ip, total))
 		return -1;
 	if (U16(ip, 6) & 0x1fff)
@@ -60,7 +65,7 @@ PFC_FN int pfc_l4_v6(pfc_cur ip, pfc_cur *l4, PFC_CTX_PARAMS)
 {
 	if (!HAVE(ip, 40))
 		return -1;
-	if ((U8(ip, 0) >> 4) != 6 || !HAVE(ip, 40 + U16(ip, 4)))
+	if ((U8(ip, 0) >> 4) != 6 || !HAVE(ip, 40 + U16_BOUNDED(ip, 4)))
 		return -1;
 	*l4 = ip + 40;
 	return 1;
