@@ -174,10 +174,12 @@ def _prove_args(p: argparse.ArgumentParser) -> None:
 
 def _specs(args: argparse.Namespace) -> tuple[list[str], bool]:
     from pfc import backends
+    from pfc.prove.run import MODELLED
     known = [t for t in backends.registry() if t != "ir"]
     if args.artifact:
-        if not args.target or args.target not in known:
-            raise UsageError("--artifact needs --target T with T one of " + ", ".join(known))
+        if not args.target or args.target not in MODELLED:
+            raise UsageError("--artifact needs --target T with T one of "
+                             + ", ".join(MODELLED))
         if len(args.files) != 1:
             raise UsageError("--artifact proves one artifact against one policy file")
         return [f"{args.target}:{args.hook}" if args.hook else args.target], True
@@ -189,6 +191,9 @@ def _specs(args: argparse.Namespace) -> tuple[list[str], bool]:
     for t in chosen:
         if t.split(":")[0] not in known:
             raise UsageError(f"unknown target `{t}`; known targets: {', '.join(known)}")
+        if t.split(":")[0] not in MODELLED:
+            raise UsageError(f"pfc prove has no model of target `{t.split(':')[0]}`; it "
+                             f"proves {', '.join(MODELLED)}")
     return chosen, True
 
 
@@ -241,7 +246,7 @@ def _prove_one(args: argparse.Namespace, path: str, compiled, specs: list[str],
         raise UsageError(str(exc)) from exc
     proved = any(t["status"] == "proved" for t in targets)
     reason = None if proved else "no target could express it" if all(
-        t["status"] == "not-expressible" for t in targets) else None
+        t["status"] in ("not-expressible", "not-modelled") for t in targets) else None
     if reason and text:
         print(f"{path}: not proved: {reason} (--targets T:HOOK chooses a hook)", flush=True)
     return {"file": path, "proved": proved, "reason": reason, "targets": targets}
@@ -252,7 +257,7 @@ def _file_code(entry: dict) -> int:
     statuses = {t["status"] for t in entry["targets"]}
     if "error" in statuses:
         return 2
-    if statuses - {"proved", "not-expressible"} or not entry["proved"]:
+    if statuses - {"proved", "not-expressible", "not-modelled"} or not entry["proved"]:
         return 1
     return 0
 

@@ -16,6 +16,7 @@ so ``has(off, n)`` (``off + n <= length``) cannot wrap.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from dataclasses import dataclass, field
@@ -316,10 +317,24 @@ def check(solver) -> z3.CheckSatResult:
     KeyboardInterrupt; z3 is then interrupted, the worker joined and the
     KeyboardInterrupt goes on (the CLI: "pfc: interrupted", exit 130). z3's own
     handler, which a long bit-blasting search did not heed (the first Ctrl-C was
-    lost, the second ended in "interrupted from keyboard"), is switched off."""
+    lost, the second ended in "interrupted from keyboard"), is switched off.
+
+    Python's cyclic garbage collector is off while z3 runs: a collection in the
+    waiting thread frees z3 terms (``Z3_dec_ref``) in the context z3 is solving in,
+    which is not thread-safe (a test run once ended in SIGABRT in the worker)."""
     if threading.current_thread() is not threading.main_thread():
         return solver.check()
     solver.set("ctrl_c", False)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _check_in_worker(solver)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _check_in_worker(solver) -> z3.CheckSatResult:
     found: list = []
     failed: list = []
     cancelled = threading.Event()

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from pfc.backends import registry
 from pfc.backends.nft.run import NftError
 from pfc.build import build_artifact
 from pfc.frontend import ir
@@ -20,6 +21,9 @@ from pfc.frontend.diagnostics import CompileError
 from pfc.frontend.pipeline import Compiled
 from pfc.prove.proof import Proof, adopt, given_hook, prove
 from pfc.prove.targets.cbpf import Unsupported
+from pfc.prove.views import KINDS
+
+MODELLED = tuple(t for t in registry() if any(t == k for k, _ in KINDS))  # with a model
 
 OPTIONS = {"dev": "dut"}  # as pfc.verifier.run.RUN_OPTIONS
 STATUS = {"proved": "proved", "differs": "differs", "unconfirmed": "unconfirmed",
@@ -33,9 +37,12 @@ class TargetProof:
     proof: Proof | None = None
     error: str = ""  # the artifact could not be built or modelled (exit 2)
     skipped: str = ""  # not expressible, with `--targets all`
+    unmodelled: bool = False  # a target pfc prove has no model of, with `--targets all`
 
     @property
     def status(self) -> str:
+        if self.unmodelled:
+            return "not-modelled"
         if self.skipped:
             return "not-expressible"
         if self.error:
@@ -44,6 +51,8 @@ class TargetProof:
 
     def line(self) -> str:
         where = f"{self.target}/{self.hook}" if self.hook else self.target
+        if self.unmodelled:
+            return f"{where}: not proved (pfc prove has no model of this target)"
         if self.skipped:
             return f"{where}: not expressible ({self.skipped})"
         if self.error:
@@ -94,6 +103,8 @@ def prove_file(compiled: Compiled, specs: list[str], *, explicit: bool = True,
 def _one(compiled: Compiled, spec: str, explicit: bool, path: str | None, bound: int,
          confirm: bool, timeout: float | None) -> TargetProof:
     target, _, hook = spec.partition(":")
+    if target not in MODELLED:
+        return TargetProof(target, unmodelled=True)
     if path is not None:
         try:
             hook = given_hook(target, path, hook or None) or ""

@@ -10,6 +10,7 @@ worker thread), then send SIGINT and wait for the end; they time nothing.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -87,3 +88,24 @@ def test_ctrl_c_ends_pfc_prove_with_130(tmp_path) -> None:
         child.kill()
     assert child.returncode == 130, err
     assert err.strip() == "pfc: interrupted", err
+
+
+def test_no_garbage_collection_while_z3_runs_in_its_worker() -> None:
+    """The waiting thread must not free z3 terms (a collection calls ``Z3_dec_ref``
+    in the context the worker solves in; not thread-safe: a test run once ended in
+    SIGABRT in the worker). The collector is off while z3 runs, on again after."""
+    seen: list[bool] = []
+
+    class Watched:
+        ctx = z3.main_ctx()
+
+        def set(self, *args) -> None:
+            pass
+
+        def check(self) -> z3.CheckSatResult:
+            seen.append(gc.isenabled())
+            return z3.sat
+
+    assert gc.isenabled()
+    assert frame.check(Watched()) == z3.sat
+    assert seen == [False] and gc.isenabled()
