@@ -10,7 +10,6 @@ one with a hint.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from pfc import api

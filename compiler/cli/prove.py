@@ -227,7 +227,7 @@ def _prove_one(args: argparse.Namespace, path: str, compiled, specs: list[str],
                explicit: bool, bound: int) -> dict:
     """Prove one file, each target's line printed (and flushed: a pipe or a CI log
     shows it) as soon as it is known; the file's JSON entry."""
-    from pfc.prove.run import prove_file, stateful
+    from pfc.prove.run import prove_file, slow_redirects, stateful
 
     text = args.format != "json"
     why = stateful(compiled)
@@ -235,6 +235,9 @@ def _prove_one(args: argparse.Namespace, path: str, compiled, specs: list[str],
         if text:
             print(f"{path}: not proved: {why}", flush=True)
         return {"file": path, "proved": False, "reason": why, "targets": []}
+    notes = slow_redirects(compiled.require())
+    for note in notes if text else ():
+        print(f"{path}: note: {note}", flush=True)
     targets = []
     try:
         for r in prove_file(compiled, specs, explicit=explicit, artifact=args.artifact,
@@ -249,7 +252,8 @@ def _prove_one(args: argparse.Namespace, path: str, compiled, specs: list[str],
         t["status"] in ("not-expressible", "not-modelled") for t in targets) else None
     if reason and text:
         print(f"{path}: not proved: {reason} (--targets T:HOOK chooses a hook)", flush=True)
-    return {"file": path, "proved": proved, "reason": reason, "targets": targets}
+    return {"file": path, "proved": proved, "reason": reason, "notes": notes,
+            "targets": targets}
 
 
 def _file_code(entry: dict) -> int:

@@ -58,8 +58,6 @@ def _set(args: argparse.Namespace) -> int:
         print(shown(f"pfc set: error: {exc.cause}"), file=sys.stderr)
         if exc.hint:
             print(shown(f"hint: {exc.hint}"), file=sys.stderr)
-        if args.format == "json":
-            print(json.dumps({"version": 1, "error": exc.cause}, indent=2))
         return 2
     if args.format == "json":
         print_json({"changes": [vars(c) for c in changes]})
