@@ -155,3 +155,14 @@ def test_a_redirect_with_a_free_destination_is_announced_first(tmp_path, capsys)
     [entry] = json.loads(capsys.readouterr().out)["files"]
     assert entry["notes"] == slow_redirects(compile_path(str(path)).require())
     assert len(entry["notes"]) == 2
+
+
+def test_a_set_error_is_one_json_object(tmp_path, capsys, monkeypatch) -> None:
+    """m6: `pfc set --format json` on an error prints one versioned JSON object (after
+    the merge with main it printed two, the second through an unimported module)."""
+    monkeypatch.setenv("PFC_STATE_DIR", str(tmp_path))
+    code = main(["set", "add", "nosuch", "10.0.0.1", "--dev", "lo", "--target", "nft",
+                 "--format", "json"])
+    assert code == 2
+    report = json.loads(capsys.readouterr().out)  # one object, nothing after it
+    assert list(report) == ["version", "error"] and report["version"] == 1
