@@ -23,6 +23,8 @@ _EXPORTS = {
     "front": "pfc.api", "check": "pfc.api", "compile": "pfc.api", "frames": "pfc.api",
     "run": "pfc.api",
     "verify": "pfc.api", "load": "pfc.api", "unload": "pfc.api", "status": "pfc.api",
+    "walk": "pfc.api", "verify_firewall": "pfc.api", "load_firewall": "pfc.api",
+    "unload_firewall": "pfc.api",
     "attach_socket": "pfc.deploy.socket",
     "Artifact": "pfc.backends.base",
     "Compiled": "pfc.frontend.pipeline",

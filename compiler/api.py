@@ -40,9 +40,11 @@ if TYPE_CHECKING:
     from pfc.deploy.load import Result, Status
     from pfc.deploy.preview import Preview
     from pfc.deploy.sets import Change as SetChange
+    from pfc.oracle.path.walk import Journey
     from pfc.prove.diff import Result as DiffResult
     from pfc.prove.sets import SetChange as ListChange
     from pfc.verifier.run import TargetResult
+    from pfc.verifier.whole import FirewallResult
 
 PolicyInput = str | os.PathLike | Compiled
 
@@ -150,25 +152,62 @@ def run(policy: PolicyInput | ir.Policy,
     return interp.run(checked, frames, times=times, outgoing=set(outgoing))
 
 
+def walk(policy: PolicyInput, frames: Iterable[bytes] | str | os.PathLike, iif: str,
+         times: Iterable[int] | None = None, outgoing: Iterable[int] = ()) -> list[Journey]:
+    """``pfc run`` of a whole firewall: every frame (bytes, or a pcap file) through the
+    path interpreter (semantics.md "The path of a packet") as received on ``iif``, one
+    host over time (``times`` in ns); those at positions ``outgoing`` sent by the host
+    (from their IP header). One :class:`~pfc.oracle.path.walk.Journey` per frame.
+    CompileError (errors, or not a whole firewall); ValueError for an unknown ``iif``."""
+    from pfc.oracle.path.walk import Walker
+
+    ruleset = front(policy).require_ruleset()
+    walker = Walker(ruleset)
+    if walker.host.port(iif) is None:
+        names = ", ".join(p.name for p in walker.host.ports)
+        raise ValueError(f"the firewall's host has no interface `{iif}` (it has {names})")
+    if isinstance(frames, str | os.PathLike):
+        from pfc.oracle.pcap import read_capture
+
+        capture = read_capture(frames)
+        frames, times, outgoing = capture.frames, capture.times, capture.outgoing
+    frames = list(frames)
+    times = list(times) if times is not None else [0] * len(frames)
+    sent = set(outgoing)
+    return [walker.send(f[14:], t) if n in sent else walker.receive(f, iif, t)
+            for n, (f, t) in enumerate(zip(frames, times, strict=True))]
+
+
 def verify(policy: PolicyInput, targets: Iterable[str] | None = None, *,
-           frames: int = 2000, seed: int = 0, pcap_dir: str | os.PathLike | None = None,
+           frames: int | None = None, seed: int = 0,
+           pcap_dir: str | os.PathLike | None = None,
            progress: Callable[[str], None] | None = None,
-           pcap: str | os.PathLike | Iterable[bytes] | None = None) -> list[TargetResult]:
+           pcap: str | os.PathLike | Iterable[bytes] | None = None
+           ) -> list[TargetResult] | list[FirewallResult]:
     """``pfc verify``: each target (default: every target; ``TARGET:HOOK`` for one hook)
     compiled and run in the kernel on the frames of ``pcap`` (a capture file, or raw
     Ethernet frames; pfc.oracle.pcap reads Linux cooked and raw IP captures too)
-    followed by ``frames`` generated frames (``frames=0``: the capture only), compared
-    with the interpreter. A target named in ``targets`` that cannot express the policy
-    fails; with the default, it is reported as ``not-expressible``. Without privileges
-    each target is compiled only (``status == "compiled-only"``). ``progress(target)``
-    is called as each target starts; a failing frame is written to a pcap in
-    ``pcap_dir`` (default ``./pfc-verify``). ValueError when there are no frames at
-    all; PcapError for a capture that cannot be read."""
+    followed by ``frames`` generated frames (default 2000; ``frames=0``: the capture
+    only), compared with the interpreter. A target named in ``targets`` that cannot
+    express the policy fails; with the default, it is reported as ``not-expressible``.
+    Without privileges each target is compiled only (``status == "compiled-only"``).
+    ``progress(target)`` is called as each target starts; a failing frame is written to
+    a pcap in ``pcap_dir`` (default ``./pfc-verify``). ValueError when there are no
+    frames at all; PcapError for a capture that cannot be read.
+
+    A whole firewall (v2) goes to :func:`verify_firewall` (``targets``: its lists)."""
     from pfc.verifier.run import Request
     from pfc.verifier.run import verify as verify_all
 
     compiled = front(policy)
+    if compiled.ruleset is not None:
+        if pcap is not None:
+            raise ValueError("a whole firewall is verified on traffic built for its host; "
+                             "a capture goes through `pfc run --iif`")
+        return verify_firewall(compiled, targets or (), packets=frames or 300, seed=seed,
+                               progress=progress)
     compiled.require()
+    frames = 2000 if frames is None else frames
     explicit = targets is not None
     chosen = list(targets) if explicit else [t for t in backends.registry() if t != "ir"]
     user = _frames_of(pcap)
@@ -177,6 +216,27 @@ def verify(policy: PolicyInput, targets: Iterable[str] | None = None, *,
     request = Request(compiled, compiled.source.name, chosen, explicit, frames, seed,
                       Path(pcap_dir) if pcap_dir else Path("pfc-verify"), user_frames=user)
     return verify_all(request, progress or (lambda _: None))
+
+
+def verify_firewall(policy: PolicyInput, targets: Iterable[str] = (), *,
+                    packets: int = 300, seed: int = 0,
+                    progress: Callable[[str], None] | None = None,
+                    tick: Callable[[int], None] | None = None) -> list[FirewallResult]:
+    """``pfc verify`` of a whole firewall (docs/verify.md "Whole firewalls"): for each
+    of ``targets`` (a list as ``pfc compile --target`` takes it, ``"xdp,nft"``; default
+    ``nft``) the parts loaded into a throw-away host built from the file, ``packets``
+    generated packets (and conversations) compared with the path interpreter's.
+    ``progress(list)`` as each list starts, ``tick(n)`` after each packet."""
+    from pfc.verifier.whole import assignments, verify_file
+
+    compiled = front(policy)
+    ruleset = compiled.require_ruleset()
+    out = []
+    for chosen in assignments(list(targets)):
+        (progress or (lambda _: None))(",".join(chosen))
+        out.append(verify_file(ruleset, chosen, n=packets, seed=seed,
+                               tick=tick or (lambda _: None)))
+    return out
 
 
 def _frames_of(pcap: str | os.PathLike | Iterable[bytes] | None) -> list[bytes]:
@@ -201,6 +261,28 @@ def load(policy: PolicyInput, target: str, dev: str, *, netns: str | None = None
     compiled = front(policy)
     artifact = compile(compiled, target, hook=hook, dev=dev, table=table, audit=audit)
     return load_compiled(compiled, target, dev, netns, force, mode, hook, table, artifact)
+
+
+def load_firewall(policy: PolicyInput, targets: str | Iterable[str] = "nft", *,
+                  netns: str | None = None, force: bool = False, mode: str | None = None,
+                  table: str = "pfc", audit: bool = False) -> Result:
+    """``pfc load`` of a whole firewall (docs/load.md "Whole firewalls"): each block to
+    the first of ``targets`` (``"xdp,nft"`` or a list; nft, iptables, xdp, tc) that
+    carries it, every part loaded in namespace ``netns`` or none, replacing pfc's
+    previous firewall there. ``pfc.unload("firewall", ":firewall")`` or
+    :func:`unload_firewall` removes it. CompileError, LoadError as for :func:`load`."""
+    from pfc.deploy.firewall.commit import load_compiled as load_ruleset
+
+    chosen = targets.split(",") if isinstance(targets, str) else list(targets)
+    return load_ruleset(front(policy), [t.strip() for t in chosen], netns, force, mode,
+                        table, audit)
+
+
+def unload_firewall(netns: str | None = None, force: bool = False) -> Result:
+    """``pfc unload`` of the namespace's whole firewall, every part (idempotent)."""
+    from pfc.deploy.firewall.commit import unload as unload_ruleset
+
+    return unload_ruleset(netns, force)
 
 
 @dataclass
@@ -275,6 +357,21 @@ def dry_run(policy: PolicyInput, target: str, dev: str, *, netns: str | None = N
                   _set_file_changes(old, compiled), set_changes(old.policy, new))
 
 
+def dry_run_firewall(policy: PolicyInput, targets: str | Iterable[str] = "nft", *,
+                     netns: str | None = None, force: bool = False,
+                     mode: str | None = None, table: str = "pfc") -> DryRun:
+    """``pfc load --dry-run`` of a whole firewall: its parts checked by the kernel, its
+    rules compared block by block with the loaded firewall (``BLOCK: rule``)."""
+    from pfc.deploy.firewall import preview
+
+    compiled = front(policy)
+    chosen = targets.split(",") if isinstance(targets, str) else list(targets)
+    seen, compared, removed, added, old = preview.dry_run(
+        compiled, [t.strip() for t in chosen], netns, force, mode, table)
+    return DryRun(seen, compared, removed, added, None,
+                  _set_file_changes(old, compiled) if old is not None else None)
+
+
 def apply(config: str | os.PathLike | None = None, *,
           dry_run: bool = False) -> list[Outcome]:
     """``pfc apply``: make the host hold what the config (default ``PFC_CONFIG`` or
@@ -288,6 +385,9 @@ def apply(config: str | os.PathLike | None = None, *,
                                                      else os.fspath(config)))
 
     def preview(compiled: Compiled, e: applying.Entry) -> DryRun:
+        if e.parts:  # a whole firewall
+            return dry_run_firewall(compiled, e.parts, netns=e.netns, force=True,
+                                    mode=e.mode, table=e.table)
         return dry_run_(compiled, e.target, e.dev, netns=e.netns, force=True, mode=e.mode,
                         hook=e.hook, table=e.table)
     return applying.apply(conf, preview if dry_run else None)

@@ -146,11 +146,13 @@ def _block_files(artifact: Artifact, block: ir.Policy) -> Artifact:
     """The artifact of one block, its files named ``STEM.BLOCK.EXT`` (``host.input.nft``)
     instead of ``STEM.TARGET.EXT``, so that every block of a file has its own."""
     label = block_label(block)
-    files = {}
-    for name, data in artifact.files.items():
+    renamed = {}
+    for name in artifact.files:
         stem, dot, rest = name.partition(f".{artifact.target}.")
-        files[f"{stem}.{label}.{rest}" if dot else f"{label}.{name}"] = data
-    artifact.files = files
+        renamed[name] = f"{stem}.{label}.{rest}" if dot else f"{label}.{name}"
+    artifact.files = {renamed[name]: data for name, data in artifact.files.items()}
+    artifact.meta = {key: renamed.get(value, value) if isinstance(value, str) else value
+                     for key, value in artifact.meta.items()}  # e.g. ``maps_file``
     return artifact
 
 

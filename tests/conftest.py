@@ -8,6 +8,31 @@ import pytest
 
 from tests.paths import ROOT
 
+# Test files that touch nothing shared on this host (QEMU guests of the kernel lab,
+# install roots and venvs, BPF_PROG_TEST_RUN only): scripts/test runs them as a second
+# lane beside the rest (``-m side`` / ``-m "not side"``), so a full run uses both cores.
+SIDE_LANE = (
+    "tests/kernel/test_matrix.py",
+    "tests/kernel/test_lab.py",
+    "tests/backends/test_nfmod.py",
+    "tests/backends/test_u32.py",
+    "tests/backends/test_ebpf_classify_shapes.py",
+    "tests/tools/test_install.py",
+    "tests/tools/test_install_deb.py",
+    "tests/tools/test_install_nftables.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "side: runs in scripts/test's second lane "
+                            "(tests/conftest.py SIDE_LANE)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(item.path).relative_to(ROOT).as_posix() in SIDE_LANE:
+            item.add_marker(pytest.mark.side)
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true",

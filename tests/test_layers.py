@@ -30,9 +30,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pfc.cli", "pfc.__main__"),
 )
 # Imports across groups of one layer that the plan allows: bench attaches the policy it
-# measures through the deploy layer (the same code path as `pfc load`); `python -m pfc`
-# is the command line.
-ALLOWED_SIDEWAYS = {("pfc.bench", "pfc.deploy"), ("pfc.prove", "pfc.verifier"),
+# measures through the deploy layer (the same code path as `pfc load`) and sends a whole
+# firewall what `pfc verify` sends (verifier.traffic); `python -m pfc` is the command line.
+ALLOWED_SIDEWAYS = {("pfc.bench", "pfc.deploy"), ("pfc.bench", "pfc.verifier"),
+                    ("pfc.prove", "pfc.verifier"),
                     ("pfc.lsp", "pfc.prove"), ("pfc.__main__", "pfc.cli")}
 MAX_MODULES_PER_FOLDER = 15
 MAX_LINES = 450

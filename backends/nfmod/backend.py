@@ -122,14 +122,15 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
 
 
 def _build(artifact: Artifact, kernel: tuple[int, ...], module: str) -> None:
-    """Add the ``.ko`` for ``kernel``. No headers for the *running* kernel (what ``pfc
-    verify`` asks for) is a warning and no ``.ko``; for another kernel, or a module
-    Kbuild refuses, an error."""
+    """Add the ``.ko`` for ``kernel``. No headers or no usable build tools for the
+    *running* kernel (what ``pfc verify`` asks for) is a warning and no ``.ko`` (the
+    runner then says why it cannot run); for another kernel, or a module Kbuild
+    refuses, an error."""
     from pfc.backends.nfmod import build
     policy = artifact.policy
     try:
         built = build.build_for(kernel, artifact.files, module)
-    except build.NoHeaders as exc:
+    except (build.NoHeaders, build.NoToolchain) as exc:
         if tuple(kernel[:2]) != tuple(lab_version(os.uname().release)[:2]):
             raise CompileError([error(f"target `nfmod`: {exc}", policy.default_span,
                                       code="kernel")]) from exc

@@ -9,6 +9,16 @@ Debian splits its headers in two packages, the arch one's Makefile being one lin
 not exist, so ``make`` is given the common Makefile with ``-f`` (which is what the
 include does).
 
+The compiler: Debian's headers name the one the kernel was built with
+(``.kernelvariables``: ``CC = ... gcc-10`` for 5.10, ``gcc-12`` for 6.1,
+``x86_64-linux-gnu-gcc-14`` for 6.12). When it is not installed, ``make`` is given
+``CC=gcc`` (the host's; Kbuild warns that it differs, which Debian allows:
+``DEBIAN_KERNEL_NO_CC_VERSION_CHECK``). 5.10's headers build with gcc 12 that way.
+Debian's build tools of a kernel (``scripts/mod/modpost``, ``objtool``: the
+linux-kbuild package) are binaries of that Debian release; when they need a newer glibc
+than the host's (6.12's need 2.38, Debian 12 has 2.36) no module can be built here, and
+``NoToolchain`` says so before running ``make``.
+
 Modules are cached by a hash of (files, release, compiler version) under pfc's cache
 (``toolchain.cache_dir``), like clang's objects: the lab's guests find there the
 modules the host built for them (building under emulation takes minutes).
@@ -36,6 +46,10 @@ class BuildError(RuntimeError):
 
 class NoHeaders(BuildError):
     """No build tree for the kernel asked for."""
+
+
+class NoToolchain(BuildError):
+    """The kernel's build tools cannot run on this host (module doc)."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +92,7 @@ _INCLUDE = re.compile(r"^include\s+(/usr/src/\S+/Makefile)\s*$", re.MULTILINE)
 def make_argv(tree: Path, where: Path) -> list[str]:
     """``make -C TREE M=WHERE modules``, with ``-f`` the common Makefile of Debian's
     split headers when the arch Makefile includes one by an absolute path that is not
-    there (module doc)."""
+    there, and ``CC=gcc`` when the kernel's compiler is not installed (module doc)."""
     argv = ["make", "-C", str(tree)]
     found = _INCLUDE.search((tree / "Makefile").read_text())
     if found and not Path(found.group(1)).is_file():
@@ -86,7 +100,66 @@ def make_argv(tree: Path, where: Path) -> list[str]:
         if not common.is_file():
             raise BuildError(f"{tree}/Makefile includes {found.group(1)}, which is missing")
         argv += ["-f", str(common)]
+    wanted = kernel_cc(tree)
+    if wanted and shutil.which(wanted) is None:
+        argv.append("CC=gcc")
     return argv + [f"M={where}", "modules"]
+
+
+_CC = re.compile(r"^CC\s*=.*?(\S*gcc[-\w.]*)\s*$", re.MULTILINE)
+_GLIBC = re.compile(rb"GLIBC_(\d+)\.(\d+)")
+
+
+def kernel_cc(tree: Path) -> str | None:
+    """The compiler Debian's headers name (``.kernelvariables``), without
+    ``$(CROSS_COMPILE)``'s prefix made explicit; None when they name none."""
+    try:
+        text = (tree / ".kernelvariables").read_text()
+    except OSError:
+        return None
+    found = _CC.search(text)
+    if not found:
+        return None
+    cc = found.group(1).replace("$(CROSS_COMPILE)", "")
+    cross = re.search(r"^override CROSS_COMPILE = (\S+)$", text, re.MULTILINE)
+    return (cross.group(1) if cross and "$" not in cross.group(1) else "") + cc
+
+
+def glibc_needed(tree: Path) -> tuple[tuple[int, int], str] | None:
+    """The newest glibc version the kernel's build tools need, and which tool; None when
+    they need none newer than 2.0 or are not there."""
+    newest = None
+    for tool in ("scripts/mod/modpost*", "tools/objtool/objtool*", "scripts/basic/fixdep"):
+        for path in sorted(tree.glob(tool)):
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            for major, minor in _GLIBC.findall(data):
+                version = (int(major), int(minor))
+                if newest is None or version > newest[0]:
+                    newest = (version, path.name.split(".")[0])
+    return newest
+
+
+def host_glibc() -> tuple[int, int] | None:
+    try:
+        text = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError):
+        return None
+    found = re.search(r"(\d+)\.(\d+)", text)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def check_tools(tree: Path, release: str) -> None:
+    """NoToolchain when the kernel's build tools need a newer glibc than the host's."""
+    needed, host = glibc_needed(tree), host_glibc()
+    if needed is None or host is None or needed[0] <= host:
+        return
+    want, have = (".".join(map(str, v)) for v in (needed[0], host))
+    raise NoToolchain(f"kernel {release}'s build tools (Debian's linux-kbuild: "
+                      f"{needed[1]}) need glibc {want}, this host has {have}: build the "
+                      f"module on a host with glibc {want} or newer")
 
 
 def _key(files: dict[str, bytes], release: str) -> str:
@@ -116,6 +189,7 @@ def build(files: dict[str, bytes], module: str, release: str) -> Built:
     if cached is not None and cached.is_file():
         return Built(cached.read_bytes(), release, "", True)
     tree = headers(release)
+    check_tools(tree, release)
     with tempfile.TemporaryDirectory(prefix="pfc-nfmod-") as tmp:
         for name, data in files.items():
             Path(tmp, name).write_bytes(data)

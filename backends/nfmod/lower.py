@@ -61,7 +61,7 @@ def _range_test(var: str, ranges, tables: Tables) -> str:
         return "false"
     if len(pairs) > INLINE:
         name = tables.add(tables.ranges, "pfc_ranges", entries=pairs)
-        return f"PFC_IN_RANGES({var}, {name})"
+        return f"pfc_in_ranges({var}, {name}, {len(pairs)})"  # static_assert'ed
     terms = [f"{var} == {lo}" if lo == hi else f"({var} >= {lo} && {var} <= {hi})"
              for lo, hi in pairs]
     return terms[0] if len(terms) == 1 else "(" + " || ".join(terms) + ")"

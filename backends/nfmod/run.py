@@ -6,9 +6,10 @@ hook (``pfc.backends.nft.run``: a chain at priority -1000 logs what enters, one 
 read from ``/proc/net/MODULE`` before and after.
 
 Runs where the kernel can load the module: a lab guest (``pfc verify --kernel 6.1``,
-``tests/backends/test_nfmod.py``), or a host with its headers. Elsewhere (no headers
-for the running kernel, no ``insmod``) the runner raises ``KernelUnavailable`` with
-the reason, and ``pfc verify`` reports the target as compiled only.
+``tests/backends/test_nfmod.py``), or a host with its headers. Elsewhere (a kernel
+without module loading or enforcing signatures: ``kmod.modules_unavailable``; no
+headers for the running kernel) the runner raises ``KernelUnavailable`` with the
+reason, and ``pfc verify`` reports the target as compiled only.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pfc.backends.base import DEFAULT_COUNTER, Artifact, counters_since
+from pfc.backends.nfmod.kmod import modules_unavailable
 from pfc.backends.nft import run as nftrun
 from pfc.kernel import iplab
 from pfc.kernel.nflog import flush_conntrack
@@ -93,6 +95,9 @@ def run(artifact: Artifact, frames: list[bytes]) -> Observation:
     if artifact.hook not in RUNNABLE:
         raise KernelUnavailable(f"target `nfmod`: the lab runs hooks {', '.join(RUNNABLE)}, "
                                 f"not `{artifact.hook}`")
+    why = modules_unavailable()
+    if why:
+        raise KernelUnavailable(f"target `nfmod`: {why}")
     ko = module_for_running(artifact)
     if nftrun._current is None:
         with nftrun.session():

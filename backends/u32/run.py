@@ -10,7 +10,8 @@ passes. Between two markers, a logged frame means "passed", none means "dropped"
 Counters are the gact actions' statistics (``tc -s -j filter show``).
 
 cls_u32, act_gact and cls_matchall are modules: this runs in a lab guest (the host
-of this project has none); elsewhere ``KernelUnavailable`` names what is missing.
+of this project has neither act_gact nor cls_matchall, nor module loading);
+elsewhere ``KernelUnavailable`` names what is missing (``nfmod.kmod.u32_unavailable``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from pfc.backends.base import DEFAULT_COUNTER, Artifact, counters_since
+from pfc.backends.nfmod.kmod import u32_unavailable
 from pfc.backends.nft import run as nftrun
 from pfc.kernel import iplab
 from pfc.kernel.observation import KernelUnavailable, Observation
@@ -111,6 +113,9 @@ def _until_marker(session: nftrun.Session) -> list[bytes]:
 
 def run(artifact: Artifact, frames: list[bytes]) -> Observation:
     """``Backend.run`` for u32: in the nft runner's current session, or a fresh one."""
+    why = u32_unavailable()
+    if why:
+        raise KernelUnavailable(f"target `u32`: {why}")
     if nftrun._current is None:
         with nftrun.session():
             return _run(nftrun._current, artifact, frames)

@@ -55,8 +55,9 @@ def show_dry_run(result, out: TextIO | None = None) -> None:
     def say(text: str = "") -> None:
         print(printable(text), file=out or sys.stdout)
 
-    say(f"dry run: {seen.target} on {seen.dev} (namespace {seen.netns}); nothing was "
-        "changed")
+    where = f"the firewall of namespace {seen.netns}" if seen.target == "firewall" else \
+        f"{seen.target} on {seen.dev} (namespace {seen.netns})"
+    say(f"dry run: {where}; nothing was changed")
     for line in seen.warnings + seen.checked:
         say(f"  {line}")
     if result.compared == "nothing loaded":
@@ -76,6 +77,10 @@ def show_dry_run(result, out: TextIO | None = None) -> None:
         say("  lists: " + "; ".join(c.text() for c in result.sets))
     for name, (gone, new) in (result.set_files or {}).items():
         say(f"  set file {name}: {gone} lines removed, {new} added since the load")
+    if seen.target == "firewall":
+        say("  verdicts: not compared for a whole firewall (`pfc verify FILE` runs it in "
+            "a throw-away host)")
+        return
     _regions(say, result.diff)
 
 

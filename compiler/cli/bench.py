@@ -16,7 +16,10 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="policy file (.pf)")
     p.add_argument("--targets", default="all", metavar="LIST",
                    help="comma-separated: xdp,tc,socket,nft,iptables, or `all` (default; "
-                        "targets that cannot express the policy are then skipped)")
+                        "targets that cannot express the policy are then skipped). A "
+                        "whole firewall: loads to compare, each a target or A+B as "
+                        "compile's A,B (default: nft, iptables, and xdp+nft, tc+nft when "
+                        "it has an ingress block)")
     p.add_argument("--baselines", default="all", metavar="LIST",
                    help="comma-separated: none,nft-naive,iptables-naive,xdp-filter, "
                         "`all` (default) or `none`")
@@ -35,6 +38,9 @@ def _args(p: argparse.ArgumentParser) -> None:
                    help="write bar charts (PNG); the directory must exist")
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seed for picking frames (default 0)")
+    p.add_argument("--rounds", type=int, default=3, metavar="N",
+                   help="whole firewalls: interleaved rounds, the median reported "
+                        "(default 3)")
 
 
 def _list(spec: str, known: tuple[str, ...], what: str) -> tuple[list[str], bool]:
@@ -50,8 +56,6 @@ def _list(spec: str, known: tuple[str, ...], what: str) -> tuple[list[str], bool
 def _bench(args: argparse.Namespace) -> int:
     from pfc.bench import measure as bench
 
-    targets, explicit = _list(args.targets, bench.TARGETS, "target")
-    baselines, _ = _list(args.baselines, bench.BASELINES, "baseline")
     if args.duration <= 0 or (args.packets is not None and args.packets < 1) \
             or args.repeat < 1:
         raise UsageError("--duration, --packets and --repeat must be positive")
@@ -61,6 +65,12 @@ def _bench(args: argparse.Namespace) -> int:
     if not compiled.ok:
         print_diagnostics(compiled.diagnostics, compiled.sources)
         return 1
+    if compiled.ruleset is not None:
+        from pfc.cli.bench_firewall import bench_firewall
+
+        return bench_firewall(args, compiled)
+    targets, explicit = _list(args.targets, bench.TARGETS, "target")
+    baselines, _ = _list(args.baselines, bench.BASELINES, "baseline")
     why = bench.missing_privileges()
     if why:
         raise UsageError(why)

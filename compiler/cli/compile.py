@@ -281,7 +281,9 @@ def targets_json() -> dict:
     return {"targets": [
         {"name": b.name, "description": b.description, "hooks": list(b.hooks),
          "formats": list(b.formats), "binary_formats": sorted(b.binary_formats),
-         "supports": sorted(b.supports)} for b in backends.registry().values()]}
+         "supports": sorted(b.supports), "blocks": [{"block": k, "hook": v}
+                                                 for k, v in b.carries.items()]}
+        for b in backends.registry().values()]}
 
 
 def targets_table():
@@ -299,17 +301,39 @@ def targets_table():
     return table
 
 
+def blocks_table():
+    """The blocks of a whole firewall, each with the targets that carry it (the hook
+    it is emitted at where that has another name)."""
+    from rich.table import Table
+
+    from pfc.frontend.firewall.hooks import BLOCKS
+
+    table = Table(title="whole firewalls: the targets that carry each block")
+    table.add_column("block", no_wrap=True)
+    table.add_column("targets (→ the hook it runs at)", overflow="fold")
+    for name in BLOCKS:
+        takers = [b.name if b.carries[name] in (name, b.name, "none") else
+                  f"{b.name} → {b.carries[name]}"
+                  for b in backends.registry().values() if name in b.carries]
+        table.add_row(cell(name), ", ".join(takers) or "none yet")
+    return table
+
+
 def _targets(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json(targets_json())
         return 0
     from rich.console import Console
 
-    Console().print(targets_table())
+    console = Console()
+    console.print(targets_table())
+    console.print(blocks_table())
     return 0
 
 
 TARGETS = Command("targets", "list targets with their hooks, formats and features",
                   "List every compilation target: its hooks (first is the default), its\n"
-                  "output formats (first is the default) and the features it supports.",
+                  "output formats (first is the default), the features it supports and\n"
+                  "the blocks of a whole firewall it carries (BLOCK→HOOK where the block\n"
+                  "is emitted at a hook of another name; docs/language.md).",
                   _targets_args, _targets)

@@ -33,10 +33,33 @@ def _fail(command: str, exc: loading.LoadError) -> int:
 def _target(value: str) -> str:
     if value in ("socket", "cbpf"):
         raise UsageError(f"target `{value}` is not loaded onto a device; {SOCKET_HINT}")
+    if value in BY_HAND:
+        raise UsageError(f"pfc has no loader for target `{value}` yet: "
+                         f"{BY_HAND[value]()}")
     if value not in loading.TARGETS:
         raise UsageError(f"`pfc load` attaches targets {', '.join(loading.TARGETS)}; "
                          f"not `{value}`")
     return value
+
+
+def _by_hand(what: str, why: str | None) -> str:
+    return what + (f"; this kernel cannot run it: {why}" if why else "")
+
+
+def _nfmod_by_hand() -> str:
+    from pfc.backends.nfmod import kmod
+    return _by_hand("build it with `pfc compile --target nfmod --kernel host -o DIR/` and "
+                    "load it with `insmod DIR/pfc_nf.ko` inside the namespace to filter "
+                    "(docs/nfmod.md)", kmod.modules_unavailable())
+
+
+def _u32_by_hand() -> str:
+    from pfc.backends.nfmod import kmod
+    return _by_hand("load its batch with `tc -batch FILE` (docs/u32.md)",
+                    kmod.u32_unavailable())
+
+
+BY_HAND = {"nfmod": _nfmod_by_hand, "u32": _u32_by_hand}
 
 
 def _dev(value: str) -> str:
@@ -51,8 +74,8 @@ def _dev(value: str) -> str:
     return value
 
 
-def _where_args(p: argparse.ArgumentParser, dev_required: bool = True) -> None:
-    p.add_argument("--dev", required=dev_required, metavar="DEV", help="network device")
+def _where_args(p: argparse.ArgumentParser, dev_help: str = "network device") -> None:
+    p.add_argument("--dev", metavar="DEV", help=dev_help)
     p.add_argument("--netns", metavar="NS",
                    help="network namespace (a name from `ip netns list`; default: the "
                         "current one)")
@@ -63,8 +86,10 @@ def _where_args(p: argparse.ArgumentParser, dev_required: bool = True) -> None:
 def _load_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="policy file (.pf)")
     p.add_argument("--target", "-t", required=True, metavar="T",
-                   help="xdp, tc, nft or iptables")
-    _where_args(p)
+                   help="xdp, tc, nft or iptables; a whole firewall (v2): a list, each "
+                        "block to the first that carries it (xdp,nft)")
+    _where_args(p, "network device (required for one rule list; a whole firewall names "
+                   "its devices)")
     p.add_argument("--mode", choices=("native", "generic"),
                    help="xdp: driver (native) or generic XDP; default: native when the "
                         "driver supports it, and on a replace the mode already in use")
@@ -83,16 +108,28 @@ def _load_args(p: argparse.ArgumentParser) -> None:
 
 
 def _load(args: argparse.Namespace) -> int:
-    target, dev = _target(args.target), _dev(args.dev)
-    if args.mode and target != "xdp":
-        raise UsageError("--mode applies to --target xdp only")
-    for warning in _ignored(args, target):
-        print(f"pfc load: warning: {warning}", file=sys.stderr)
+    if "," not in args.target:
+        _target(args.target)
     compiled = load(args.file)
     if compiled.diagnostics:
         print_diagnostics(compiled.diagnostics, compiled.sources)
     if not compiled.ok:
         return 1
+    if compiled.ruleset is not None:
+        from pfc.cli.firewall.load import load as load_firewall
+
+        return load_firewall(args, compiled, _fail)
+    if "," in args.target:
+        raise UsageError(f"a list of targets is for whole firewalls (hook blocks); "
+                         f"`{shown(args.file)}` is one rule list: give one target")
+    if args.dev is None:
+        raise UsageError(f"`{shown(args.file)}` is one rule list: --dev DEV names the "
+                         "device to attach it to")
+    target, dev = _target(args.target), _dev(args.dev)
+    if args.mode and target != "xdp":
+        raise UsageError("--mode applies to --target xdp only")
+    for warning in _ignored(args, target):
+        print(f"pfc load: warning: {warning}", file=sys.stderr)
     if args.dry_run:
         from pfc.cli.apply import load_dry_run
         return load_dry_run(args, compiled, target, dev)
@@ -142,7 +179,10 @@ LOAD = Command("load", "compile a policy and attach it to a device (atomic repla
                "fails to compile, verify or attach leaves what was loaded before exactly\n"
                "as it was. Loading over a policy pfc loaded replaces it atomically (no\n"
                "gap); counters start at zero. Refuses to replace what pfc did not load\n"
-               "unless --force. State: /run/pfc (PFC_STATE_DIR); pins: /sys/fs/bpf/pfc.",
+               "unless --force. State: /run/pfc (PFC_STATE_DIR); pins: /sys/fs/bpf/pfc.\n"
+               "A whole firewall (v2: hook blocks) is loaded without --dev: every block\n"
+               "to the first target of --target LIST that carries it, every part in the\n"
+               "namespace or none (docs/load.md \"Whole firewalls\").",
                _load_args, _load)
 
 
@@ -152,7 +192,7 @@ def _unload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", "-t", required=True, metavar="T",
                    help="xdp, tc, nft or iptables; without --dev: the namespace's whole "
                         "firewall (v2) that uses it, every part")
-    _where_args(p, dev_required=False)
+    _where_args(p)
     p.add_argument("--force", action="store_true",
                    help="also remove what sits at pfc's place (program, filter, table, "
                         "chain) when pfc's record does not name it")

@@ -28,6 +28,9 @@ def _run_args(p: argparse.ArgumentParser) -> None:
                    help="text: one line per packet, then a summary table; json: one "
                         "object (docs/json.md)")
     p.add_argument("--summary", action="store_true", help="print only the summary")
+    p.add_argument("--iif", metavar="DEV",
+                   help="a whole firewall (v2): the interface of its host the frames "
+                        "arrive on (default: its only interface besides lo)")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -35,7 +38,14 @@ def _run(args: argparse.Namespace) -> int:
     if not compiled.ok:
         print_diagnostics(compiled.diagnostics, compiled.sources)
         return 1
-    policy = compiled.require()  # a whole firewall: an error saying `pfc run` takes a list
+    if compiled.ruleset is not None:
+        from pfc.cli.firewall.run import run as run_firewall
+
+        return run_firewall(args, compiled, describe)
+    if args.iif is not None:
+        raise UsageError(f"--iif is for whole firewalls (hook blocks); `{shown(args.file)}` "
+                         "is one rule list, judged at one hook")
+    policy = compiled.require()
     capture = read_capture_arg(args.pcap)
     outcomes, counters = api.run(policy, capture.frames, capture.times, capture.outgoing)
     texts = {r.index: compiled.rule_text(r) for r in policy.rules}
@@ -210,7 +220,10 @@ RUN = Command("run", "run the reference interpreter over a pcap",
               "events, then a summary per rule: packets decided, counters, events sent.\n"
               "Reads pcap and pcapng of Ethernet, Linux cooked (`tcpdump -i any`) and raw\n"
               "IP captures; a cooked or raw IP packet is judged behind an Ethernet header\n"
-              "pfc builds (README.md, `Reading captures`).",
+              "pfc builds (README.md, `Reading captures`).\n"
+              "A whole firewall (v2): each frame through the path of a packet as received\n"
+              "on --iif (outgoing ones as sent by the host): its fate, every block it went\n"
+              "through with its verdict and deciding line, the replies reject sent.",
               _run_args, _run)
 
 

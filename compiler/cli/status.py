@@ -17,7 +17,7 @@ EXIT_VANISHED, EXIT_CHANGED = 3, 4  # docs/load.md: what status's exit codes mea
 
 
 def _status_args(p: argparse.ArgumentParser) -> None:
-    _where_args(p, dev_required=False)
+    _where_args(p)
     p.add_argument("--all", action="store_true", dest="every",
                    help="every namespace's records, not only the current one's")
     p.add_argument("--prune", action="store_true",

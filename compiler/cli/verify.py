@@ -10,24 +10,31 @@ from rich.markup import escape
 
 from pfc import api, backends
 from pfc.cli.common import Command, UsageError, load, print_diagnostics, read_capture_arg
+from pfc.cli.firewall import verify as firewall
 from pfc.cli.output import cell, print_json, shown
 
 
 def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", metavar="FILE",
                    help="policy files (.pf); `-` reads one from standard input")
-    p.add_argument("--targets", default="all", metavar="LIST",
+    p.add_argument("--targets", metavar="LIST",
                    help="comma-separated targets, TARGET:HOOK for another hook "
                         "(e.g. xdp,nft:input), or `all` (default). Named targets must "
                         "express every rule; with `all`, rules a target cannot express "
-                        "are reported, not failed")
+                        "are reported, not failed. A whole firewall: each target alone "
+                        "(default nft; `all`: nft and iptables)")
+    p.add_argument("--target", action="append", metavar="LIST",
+                   help="a whole firewall: a target list as `pfc compile --target` takes "
+                        "it (xdp,nft: each block to the first that carries it), verified "
+                        "as one; repeatable. A rule list: as --targets")
     p.add_argument("--pcap", metavar="FILE",
                    help="run every target on the frames of this capture (pcap or "
                         "pcapng; Ethernet, Linux cooked or raw IP; `-`: standard input), "
                         "then on --frames generated frames if given")
     p.add_argument("--frames", type=int, metavar="N",
                    help="generated frames per policy (default 2000; with --pcap, none "
-                        "unless given)")
+                        "unless given; a whole firewall: packets per target list, "
+                        "default 300, conversations across the host on top)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
     p.add_argument("--pcap-out", type=Path, metavar="DIR",
                    help="directory for the minimal failing pcap, created if missing "
@@ -40,11 +47,15 @@ def _args(p: argparse.ArgumentParser) -> None:
                         "or `host` (docs/kernels.md)")
 
 
-def _targets(spec: str) -> tuple[list[str], bool]:
+def _targets(args: argparse.Namespace) -> tuple[list[str], bool]:
+    """A rule list's targets: --targets and every --target's items."""
     known = [t for t in backends.registry() if t != "ir"]
-    if spec == "all":
+    spec = ",".join(filter(None, [args.targets, *(args.target or [])]))
+    if args.targets in (None, "all") and not args.target:
         return known, False
-    chosen = [t.strip() for t in spec.split(",") if t.strip()]
+    chosen = list(dict.fromkeys(t.strip() for t in spec.split(",") if t.strip()))
+    if "all" in chosen:
+        return known, False
     for t in chosen:
         if t.split(":")[0] not in known:
             raise UsageError(f"unknown target `{shown(t)}`; known targets: "
@@ -68,7 +79,7 @@ def _frames(args: argparse.Namespace) -> tuple[list[bytes], int]:
 def _verify(args: argparse.Namespace) -> int:
     if getattr(args, "kernel", None) is not None:
         return _verify_kernels(args)
-    targets, explicit = _targets(args.targets)
+    targets, explicit = _targets(args)
     user, generated = _frames(args)
     report, failed, empty = [], False, []
     for path in args.files:
@@ -77,24 +88,32 @@ def _verify(args: argparse.Namespace) -> int:
             print_diagnostics(compiled.diagnostics, compiled.sources)
             failed = True
             continue
-        results = _run_with_progress(compiled, targets if explicit else None, args,
-                                     user, generated)
+        if compiled.ruleset is not None:
+            results = firewall.verify(args, compiled)
+            entry = firewall.to_json(compiled, results, args.frames or
+                                     firewall.DEFAULT_PACKETS)
+        else:
+            results = _run_with_progress(compiled, targets if explicit else None, args,
+                                         user, generated)
+            entry = {"file": compiled.source.name, "pcap": args.pcap,
+                     "pcap_frames": len(user), "generated_frames": generated,
+                     "targets": [r.to_json() for r in results]}
         failed |= any(r.failed for r in results)
-        report.append((compiled.source.name, results))
+        report.append((compiled, results, entry))
         why = _nothing_verified(results)
         if why is not None:
             empty.append((compiled.source.name, why, _environment(results)))
     if args.format == "json":
-        print_json({"ok": not (failed or empty), "files": [
-            {"file": p, "pcap": args.pcap, "pcap_frames": len(user),
-             "generated_frames": generated, "targets": [r.to_json() for r in rs]}
-            for p, rs in report]})
+        print_json({"ok": not (failed or empty), "files": [e for *_, e in report]})
     else:
         from rich.console import Console
 
         console = Console()
-        for path, results in report:
-            console.print(verify_table(path, results))
+        for compiled, results, _ in report:
+            if compiled.ruleset is not None:
+                firewall.show(compiled, results)
+                continue
+            console.print(verify_table(compiled.source.name, results))
             _print_details(results)
     for path, why, _ in empty:
         print(f"pfc verify: error: {shown(path)}: nothing verified: {shown(why)}",
@@ -124,12 +143,16 @@ def _verify_kernels(args: argparse.Namespace) -> int:
         chosen = kernels.parse_kernels(args.kernel)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    _targets(args.targets)  # usage errors here, before any boot
+    _targets(args)  # usage errors here, before any boot
     if "-" in args.files or args.pcap == "-":
         raise UsageError("--kernel reads policies and captures from files, not `-`")
     out = args.pcap_out or Path("pfc-verify")
-    argv = kernels.verify_args(args.files, args.targets, args.frames, args.seed,
+    argv = kernels.verify_args(args.files, args.targets or "all", args.frames, args.seed,
                                args.pcap, out)
+    if args.targets is None:  # the guest's own default (a whole firewall's is nft)
+        at = argv.index("--targets")
+        del argv[at:at + 2]
+    argv += [word for t in args.target or [] for word in ("--target", t)]
     runs = [kernels.run_host(argv, out) if k == kernels.HOST
             else kernels.run(k, args.files, argv, out) for k in chosen]
     if args.format == "json":
@@ -258,5 +281,8 @@ VERIFY = Command("verify", "check every target against the reference interpreter
                  "failing one) and the commands to replay it. A target whose default hook\n"
                  "cannot express the policy (ct state) runs at one that can. Needs root for\n"
                  "the kernel runs; without it, targets are only compiled, and a policy on\n"
-                 "which no target ran fails: exit 2 (exit 1 when none can express it).",
+                 "which no target ran fails: exit 2 (exit 1 when none can express it).\n"
+                 "A whole firewall (v2) runs in a throw-away host built from its\n"
+                 "interface lines, each --target list loaded as `pfc load` would, every\n"
+                 "packet compared with the path interpreter (docs/verify.md).",
                  _args, _verify)

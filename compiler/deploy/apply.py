@@ -13,6 +13,10 @@ The config (TOML; ``--config``, ``PFC_CONFIG``, default ``/etc/pfc/pfc.conf``)::
     table = "pfc"              # optional
     netns = "blue"             # optional; default: the namespace pfc apply runs in
 
+    [[policy]]                 # no `dev`: a whole firewall (v2), the namespace's one
+    file = "router.pf"
+    target = "xdp,nft"         # each block to the first that carries it (default nft)
+
 Per listed policy, in order: compile it; if pfc's record at (netns, dev, target) has
 the same copy (the policy's sources, set files included, and its options: the digest
 of :class:`pfc.deploy.snapshot.Copy`) and the kernel holds it as loaded (``status``
@@ -41,6 +45,9 @@ from pathlib import Path
 from pfc.deploy import journal, sets, snapshot, state
 from pfc.deploy import load as deploying
 from pfc.deploy.base import LoadError, current_netns, in_netns, netns_path, unwritable
+from pfc.deploy.firewall import commit
+from pfc.deploy.firewall.loader import DEV as FIREWALL_DEV
+from pfc.deploy.firewall.loader import TARGET as FIREWALL
 from pfc.deploy.preview import load_compiled
 from pfc.frontend.diagnostics import CompileError
 from pfc.frontend.pipeline import Compiled, compile_path
@@ -62,14 +69,19 @@ class Entry:
     mode: str | None = None
     hook: str | None = None
     table: str = "pfc"
+    parts: tuple[str, ...] = ()  # a whole firewall (target "firewall"): its target list
 
     @property
     def options(self) -> dict:
+        if self.target == FIREWALL:
+            return commit.copy_options(list(self.parts), self.table, self.mode)
         return {"target": self.target, "hook": self.hook, "table": self.table,
                 "mode": self.mode}
 
     @property
     def place(self) -> str:
+        if self.target == FIREWALL:
+            return f"firewall ({','.join(self.parts)}) (namespace {self.netns})"
         return f"{self.target} on {self.dev} (namespace {self.netns})"
 
 
@@ -94,6 +106,8 @@ def read_config(path: Path) -> Config:
         raise ConfigError(f"{path}: cannot read it: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    except ValueError as exc:  # tomllib: an integer of more than 4,300 digits
+        raise ConfigError(f"{path}: not a valid config: {str(exc).split(';')[0]}") from None
     unknown = set(data) - {"policy", "unlisted"}
     if unknown:
         key = sorted(unknown)[0]
@@ -143,6 +157,8 @@ def _entry(path: Path, text: str, n: int, p: object, here: str) -> Entry:
         key = sorted(unknown)[0]
         raise ConfigError(f"{path}:{_line(text, n, key)}: policy {n}: unknown key `{key}` "
                           f"(keys: {', '.join(sorted(KEYS))})")
+    if "dev" not in p:
+        return _firewall_entry(path, where, p, here)
     for key in ("file", "dev", "target"):
         if not isinstance(p.get(key), str) or not p[key]:
             raise ConfigError(f"{where}: `{key}` is required (a string)")
@@ -158,6 +174,29 @@ def _entry(path: Path, text: str, n: int, p: object, here: str) -> Entry:
     return Entry(file if file.is_absolute() else path.parent / file, p["dev"], p["target"],
                  p.get("netns") or here, p.get("mode"), p.get("hook"),
                  p.get("table") or "pfc")
+
+
+def _firewall_entry(path: Path, where: str, p: dict, here: str) -> Entry:
+    """A ``[[policy]]`` without ``dev``: a whole firewall, ``target`` its list."""
+    if not isinstance(p.get("file"), str) or not p["file"]:
+        raise ConfigError(f"{where}: `file` is required (a string)")
+    target = p.get("target", "nft")
+    parts = tuple(t.strip() for t in target.split(",")) if isinstance(target, str) else ()
+    if not parts or any(t not in commit.LOADABLE for t in parts):
+        raise ConfigError(f"{where}: a whole firewall (no `dev`) takes a target list of "
+                          f"{', '.join(commit.LOADABLE)}, not `{target}`")
+    if p.get("hook") is not None:
+        raise ConfigError(f"{where}: a whole firewall (no `dev`) names its hooks in its "
+                          "blocks: `hook` is for one rule list")
+    if not state.valid_part(p.get("netns") or here):
+        raise ConfigError(f"{where}: invalid namespace name")
+    if p.get("mode") not in (None, "native", "generic") or \
+            (p.get("mode") and "xdp" not in parts):
+        raise ConfigError(f"{where}: mode is native or generic, for target xdp only")
+    file = Path(p["file"])
+    return Entry(file if file.is_absolute() else path.parent / file, FIREWALL_DEV, FIREWALL,
+                 p.get("netns") or here, p.get("mode"), None, p.get("table") or "pfc",
+                 parts)
 
 
 # ------------------------------------------------------------------------ applying
@@ -229,10 +268,17 @@ def apply_entry(e: Entry, dry: DryRun | None = None) -> Outcome:
         ("replaced" if now.health == "ok" else "repaired")
     if dry is not None:
         return Outcome(e.place, action, now.notes, preview=dry(compiled, e))
-    result = load_compiled(compiled, e.target, e.dev, e.netns, now.record is not None,
-                           e.mode, e.hook, e.table)
+    result = _load(compiled, e, now.record is not None)
     journal.point("applied")
     return Outcome(e.place, action, now.notes + result.messages + _keep(e, wanted))
+
+
+def _load(compiled: Compiled, e: Entry, force: bool) -> deploying.Result:
+    if e.target == FIREWALL:
+        return commit.load_compiled(compiled, list(e.parts), e.netns, force, e.mode,
+                                    e.table)
+    return load_compiled(compiled, e.target, e.dev, e.netns, force, e.mode, e.hook,
+                         e.table)
 
 
 def _keep(e: Entry, wanted: snapshot.Copy) -> list[str]:
@@ -260,16 +306,24 @@ def fallback(e: Entry, why: str) -> Outcome:
     return load_last_good(e.netns, e.dev, e.target, why)
 
 
+def _place(target: str, dev: str, netns: str) -> str:
+    if target == FIREWALL:
+        return f"firewall (namespace {netns})"
+    return f"{target} on {dev} (namespace {netns})"
+
+
 def load_last_good(netns: str, dev: str, target: str, why: str) -> Outcome:
-    place = f"{target} on {dev} (namespace {netns})"
+    place = _place(target, dev, netns)
     good = snapshot.read_last_good(netns, dev, target)
     if good is None:
         return Outcome(place, "failed", [why, "no last good copy to fall back to: "
                                          "nothing of pfc's filters here"])
     o = good.options
+    e = Entry(Path(good.main), dev, target, netns, o.get("mode"), o.get("hook"),
+              o.get("table") or "pfc", tuple((o.get("targets") or "").split(",")))
+    place = e.place
     try:
-        load_compiled(snapshot.compile_copy(good), target, dev, netns, True, o.get("mode"),
-                      o.get("hook"), o.get("table") or "pfc")
+        _load(snapshot.compile_copy(good), e, True)
     except (LoadError, CompileError) as exc:
         cause = exc.cause if isinstance(exc, LoadError) else "it does not compile"
         return Outcome(place, "failed", [why, f"the last good copy failed too: {cause}"])
@@ -287,7 +341,7 @@ def unlisted(config: Config, dry: bool) -> list[Outcome]:
         for r in state.records(ns):
             if (r.netns, r.dev, r.target) in listed or netns_path(r.netns) is None:
                 continue
-            place = f"{r.target} on {r.dev} (namespace {r.netns})"
+            place = _place(r.target, r.dev, r.netns)
             messages = [] if dry else deploying.unload(r.target, r.dev, r.netns).messages
             out.append(Outcome(place, "unloaded", messages))
     return out

@@ -36,7 +36,8 @@ from pfc.frontend.text import describe_char
 # The command the front end serves (``pfc run`` ...), set by the CLI: named in the
 # error of a command that takes one rule list and was given a whole firewall.
 COMMAND: ContextVar[str | None] = ContextVar("pfc_command", default=None)
-WHOLE_FIREWALL_COMMANDS = "`pfc check`, `pfc fmt`, `pfc compile` and the language server"
+WHOLE_FIREWALL_COMMANDS = ("`pfc check`, `pfc fmt`, `pfc compile`, `pfc verify`, `pfc run`, "
+                           "`pfc load`, `pfc apply`, `pfc bench` and the language server")
 
 
 @dataclass

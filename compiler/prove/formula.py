@@ -195,7 +195,7 @@ def _int_field(name: str, proto: int | None, reading: Reading):
         if len(parts) == 1:
             return parts[0]
         (p4, v4), (p6, v6) = parts
-        return z3.Or(p4, p6), z3.If(reading.is4, v4, v6)
+        return z3.Or(p4, p6), z3.If(reading.typed4, v4, v6)
     if proto is None or name not in TRANSPORT or proto not in TRANSPORT[name][2]:
         return None
     off, size, _ = TRANSPORT[name]

@@ -120,7 +120,15 @@ class Reading:
 
     @cached_property
     def is4(self) -> z3.BoolRef:
-        return z3.And(self.l3_known, self.ethertype == ETH_P_IP)
+        return z3.And(self.l3_known, self.typed4)
+
+    @cached_property
+    def typed4(self) -> z3.BoolRef:
+        """The EtherType says IPv4, whether or not the frame holds it: the choice
+        between IPv4 and IPv6 offsets (meaningful only where ``is4`` or ``is6`` holds),
+        so that an offset does not depend on the frame length and reads at the
+        same place share one term on both sides of a proof."""
+        return self.ethertype == ETH_P_IP
 
     @cached_property
     def is6(self) -> z3.BoolRef:
@@ -158,7 +166,7 @@ class Reading:
     @cached_property
     def l4(self) -> z3.BitVecRef:
         """The transport header's offset (meaningful when ``l4_ok``)."""
-        return z3.If(self.is4, self.l3 + self.ihl4, self.l3 + 40)
+        return z3.If(self.typed4, self.l3 + self.ihl4, self.l3 + 40)
 
     @cached_property
     def l4_ok(self) -> z3.BoolRef:
@@ -167,7 +175,7 @@ class Reading:
     @cached_property
     def l4proto(self) -> z3.BitVecRef:
         """IPv4 protocol byte / IPv6 Next Header (meaningful when present)."""
-        return z3.If(self.is4, self.frame.byte(self.l3 + 9), self.frame.byte(self.l3 + 6))
+        return z3.If(self.typed4, self.frame.byte(self.l3 + 9), self.frame.byte(self.l3 + 6))
 
     @cached_property
     def l4proto_present(self) -> z3.BoolRef:

@@ -3,9 +3,10 @@
 ``TARGET`` or ``TARGET:HOOK`` per entry, as ``pfc verify`` takes them; compiled with
 the options ``pfc verify`` uses (an nft artifact for netdev ingress on ``dut``, the
 device of the throw-away namespaces the runners use). A target that cannot express
-the policy is reported as such (an error when it was named explicitly). A policy with
-``log``, ``limit``, ``audit`` or ``ct state`` is not proved at all (:func:`stateful`):
-the formula is per frame.
+the policy is reported as such (an error when it was named explicitly); so is a target
+the prover has no model of (``nfmod``, ``u32``: ``pfc verify`` runs them). A policy
+with ``log``, ``limit``, ``audit`` or ``ct state`` is not proved at all
+(:func:`stateful`): the formula is per frame.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class TargetProof:
     proof: Proof | None = None
     error: str = ""  # the artifact could not be built or modelled (exit 2)
     skipped: str = ""  # not expressible, with `--targets all`
-    unmodelled: bool = False  # a target pfc prove has no model of, with `--targets all`
+    unmodelled: str = ""  # no model of the target, with `--targets all`: not proved
 
     @property
     def status(self) -> str:
@@ -51,10 +52,10 @@ class TargetProof:
 
     def line(self) -> str:
         where = f"{self.target}/{self.hook}" if self.hook else self.target
-        if self.unmodelled:
-            return f"{where}: not proved (pfc prove has no model of this target)"
         if self.skipped:
             return f"{where}: not expressible ({self.skipped})"
+        if self.unmodelled:
+            return f"{where}: not proved: {self.unmodelled}"
         if self.error:
             return f"{where}: error: {self.error}"
         p = self.proof
@@ -69,7 +70,8 @@ class TargetProof:
 
     def to_json(self) -> dict:
         out = {"target": self.target, "hook": self.hook, "status": self.status,
-               "error": self.error or None, "not_expressible": self.skipped or None}
+               "error": self.error or None, "not_expressible": self.skipped or None,
+               "not_proved": self.unmodelled or None}
         p = self.proof
         if p is not None:
             out |= {"max_len": p.bound, "view": p.seen,
@@ -127,14 +129,17 @@ def prove_file(compiled: Compiled, specs: list[str], *, explicit: bool = True,
 def _one(compiled: Compiled, spec: str, explicit: bool, path: str | None, bound: int,
          confirm: bool, timeout: float | None) -> TargetProof:
     target, _, hook = spec.partition(":")
-    if target not in MODELLED:
-        return TargetProof(target, unmodelled=True)
     if path is not None:
         try:
             hook = given_hook(target, path, hook or None) or ""
         except OSError as exc:
             return TargetProof(target, hook, error=f"cannot read {path}: {exc.strerror}")
     result = TargetProof(target, hook)
+    if target not in MODELLED:
+        why = (f"no model for target `{target}` (pfc prove models "
+               f"{', '.join(MODELLED)}; `pfc verify` runs it in the kernel)")
+        result.error, result.unmodelled = (why, "") if explicit else ("", why)
+        return result
     built, diags = build_artifact(compiled, target, hook=hook or None,
                                   **(OPTIONS if target == "nft" else {}))
     if built is None:

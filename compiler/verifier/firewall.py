@@ -68,15 +68,16 @@ class Report:
 
 # ------------------------------------------------------------------------ verifying
 
-def verify_ruleset(ruleset: Ruleset, target: str, n: int = 300, seed: int = 0,
+def verify_ruleset(ruleset: Ruleset, target: str | list[str], n: int = 300, seed: int = 0,
                    tick: Callable[[int], None] = lambda _: None) -> Report:
-    """Compile ``ruleset`` for ``target`` (nft or iptables), load it in a host lab and
-    compare every item's fate with the walker's."""
+    """Compile ``ruleset`` for ``target`` (nft or iptables, or a list of them as
+    ``pfc compile --target`` takes it: each block to the first that carries it), load
+    it in a host lab and compare every item's fate with the walker's."""
     ruleset = slowed(ruleset)
     artifacts = _compiled(ruleset, target)
     host = host_of(ruleset)
     items = traffic(ruleset, host, n, seed) + conversations(host, ruleset, seed)
-    report = Report(target)
+    report = Report(target if isinstance(target, str) else ",".join(target))
     runs = _drive(host, lambda lab: _load(lab, artifacts), Walker(ruleset, host), items, tick)
     for number, (item, journey, seen) in enumerate(runs):
         found = compare(number, journey, seen.captured, seen.delivered, host)
@@ -108,8 +109,8 @@ def against(ruleset: Ruleset, target: str, load_other: Callable[[], None],
     return report
 
 
-def _compiled(ruleset: Ruleset, target: str):
-    artifacts, diags = build_ruleset(ruleset, [target])
+def _compiled(ruleset: Ruleset, target: str | list[str]):
+    artifacts, diags = build_ruleset(ruleset, [target] if isinstance(target, str) else target)
     if diags:
         raise ValueError("; ".join(d.message for d in diags))
     return artifacts
@@ -230,9 +231,39 @@ def _load_here(artifacts) -> None:
             _nft(artifact.text)
         elif artifact.target == "iptables":
             _iptables(artifact)
+        elif artifact.target in EBPF:
+            _ebpf(artifact)
         else:
-            raise ValueError(f"`pfc verify` of a whole firewall runs nft and iptables "
-                             f"artifacts, not {artifact.target}")
+            raise ValueError(f"`pfc verify` of a whole firewall runs nft, iptables, xdp "
+                             f"and tc artifacts, not {artifact.target}")
+
+
+EBPF = ("xdp", "tc")  # an ``ingress`` block's program, attached to each of its devices
+TC_HANDLE, TC_PRIORITY = 0x7066, 1  # pfc.deploy.tc's
+
+
+def _ebpf(artifact) -> None:
+    """An ``ingress`` block's XDP or tc program, maps filled, on each of the block's
+    devices in the current namespace (XDP: the kernel's mode, native on a veth; tc:
+    clsact ingress), as ``pfc load`` attaches it; the device keeps it until the lab
+    goes."""
+    import socket
+
+    from pfc.backends.ebpf import maps
+    from pfc.kernel import bpf_attach
+
+    obj = maps.open_filled(artifact)
+    try:
+        prog = next(iter(obj.programs.values()))
+        for dev in artifact.policy.hook.devices:
+            index = socket.if_nametoindex(dev)
+            if artifact.target == "xdp":
+                bpf_attach.xdp_attach(index, prog.fd, None)
+            else:
+                bpf_attach.tc_hook_create(index)
+                bpf_attach.tc_attach(index, prog.fd, TC_HANDLE, TC_PRIORITY, False)
+    finally:
+        obj.close()
 
 
 def _nft(text: str) -> None:
@@ -287,7 +318,7 @@ def compare(number: int, journey: Journey, captured: dict[str, list[bytes]],
             out.append(Difference(number, f"out of {port} ({where})",
                                   _hex(want_out.get(port, [])),
                                   _hex(captured.get(port, []))))
-    got_in = [p for p in delivered if p in want_in or not _noise(bytes(14) + p)]
+    got_in = [p for p in delivered if p in want_in or not _noise(_framed(p))]
     if got_in != want_in:
         out.append(Difference(number, f"delivered ({where})", _hex(want_in),
                               _hex(delivered)))

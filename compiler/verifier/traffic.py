@@ -59,7 +59,7 @@ def traffic(ruleset: Ruleset, host: Host, n: int, seed: int = 0) -> list[Item]:
     out = []
     for i in range(n):
         if not ports or rng.randrange(LOCAL_SHARE) == 0:
-            packet = _local(next(sent))
+            packet = _local(next(sent), host)
             if packet is not None:
                 out.append(Item(None, packet))
             continue
@@ -179,17 +179,19 @@ def _echo_reply(src, dst, proto: int, rest: bytes) -> bytes:
     return fb.ipv6(s, d, 58, fb.icmp6(s, d, 129, 0, rest, b"ping"))
 
 
-def _local(frame: bytes) -> bytes | None:
+def _local(frame: bytes, host: Host) -> bytes | None:
     """The IP packet of a well-formed frame as a raw socket sends it: IPv4 with a
     non-zero ID (the kernel would choose one for 0: ``raw_send_hdrinc``); None for a
-    destination a socket does not simply send to (multicast, broadcast, unspecified,
-    link-local: interface and socket options decide those)."""
+    destination a socket does not simply send to (multicast, broadcast — the limited
+    one and each of the host's subnets' —, unspecified, link-local: interface and
+    socket options decide those; a broadcast without SO_BROADCAST is EACCES)."""
     view = read_frame(frame, skip_tag=False)
     if view.version is None or view.l3 != ETH_HLEN:
         return None
     dst = ip_field(view, "dst")
     if dst is None or dst.is_multicast or dst.is_unspecified or dst.is_link_local or \
-            dst == ipaddress.IPv4Address("255.255.255.255") or dst.is_reserved:
+            dst == ipaddress.IPv4Address("255.255.255.255") or dst.is_reserved or \
+            host.is_broadcast(dst):
         return None
     packet = bytearray(frame[ETH_HLEN:])
     length = int.from_bytes(packet[2:4], "big") if view.version == 4 else \

@@ -1,6 +1,7 @@
 """Target u32: the tc batch (keys on aligned words, one filter per rule, abort nodes for
 negations, matchall for the default) and what it refuses, with the reason. Its kernel
-runs are in tests/backends/test_nfmod.py (one 6.1 lab boot for both targets)."""
+runs are the kernel matrix's `pfc verify` in 5.10, 6.1 and 6.12
+(tests/kernel/test_matrix.py)."""
 
 from __future__ import annotations
 

@@ -108,6 +108,10 @@ def test_a_broken_config_keeps_the_previous_policy(lab, tmp_path):
     code, out, err = pfc("apply", "--config", config)
     assert code == 2 and "pfc.conf: " in err and "line 1" in err
     assert (records(lab), snapshot()) == (before, kernel)
+    config.write_text("[[policy]]\nfile = \"edge.pf\"\nprio = " + "9" * 5000 + "\n")
+    code, out, err = pfc("apply", "--config", config)  # tomllib: a ValueError, not 70
+    assert code == 2 and "pfc.conf: not a valid config: Exceeds the limit" in err, err
+    assert (records(lab), snapshot()) == (before, kernel)
     deliver(lab, [probe(lab, 1003, 1)])
     assert all(counters_of(e)[0][0] == 1 for e in status(lab))  # still filtering
 

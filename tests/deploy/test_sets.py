@@ -51,6 +51,17 @@ def test_contents_add_del_replace_match_address_sets():
         sets.parse_entries("s", ["80"])
 
 
+@pytest.mark.parametrize("entry", ["10.0.0.0/" + "0" * 4300 + "8", "10.0.0.0/" + "9" * 5000,
+                                   "10.0.0.0/²", "::/" + "1" * 65])
+def test_a_huge_or_strange_prefix_length_is_a_bad_entry_shown_short(entry):
+    """As the compiler reads a set file (at most 64 ASCII digits): a LoadError naming
+    the entry in ~40 characters, never a ValueError (exit 70) or the entry in full."""
+    with pytest.raises(LoadError) as exc:
+        sets.parse_entries("s", ["10.0.0.1", entry])
+    assert "entry 2 `" in str(exc.value) and len(str(exc.value)) < 200
+    assert sets.parse_entries("s", ["10.0.0.0/0008"])[4] == [(0x0A000000, 0x0AFFFFFF)]
+
+
 def test_nft_changes_are_element_deltas_in_one_transaction():
     """Interval sets hold a start and an end element per range (and a leading end at
     address 0), as libnftables encodes them; a change deletes the elements that go and

@@ -102,10 +102,9 @@ def test_every_v2_feature_fails_closed_on_targets_without_it() -> None:
 
 
 @pytest.mark.parametrize("command,args", [
-    ("frames", ["-n", "3", "-o", "{tmp}/f.pcap"]), ("run", ["{tmp}/none.pcap"]),
+    ("frames", ["-n", "3", "-o", "{tmp}/f.pcap"]),
     ("diff", ["{file}"]), ("prove", ["--targets", "nft"]),
-    ("load", ["--target", "nft", "--dev", "lo", "--dry-run"]),
-])
+])  # run, verify, load: tests/tools/test_{run,verify,load}_v2.py
 def test_commands_that_take_one_list_say_so(capsys, tmp_path: Path, command, args) -> None:
     """Exit 1 with one diagnostic (no internal error, nothing half done)."""
     path = tmp_path / "fw.pf"
@@ -132,3 +131,16 @@ def test_the_v2_features_are_those_rules_can_need() -> None:
 
     needed = set(base.FIELD_FEATURES.values()) | set(base._ACTION_FEATURES.values())
     assert base.V2_FEATURES == needed | {"pass-limit"} and base.V2_FEATURES <= set(FEATURES)
+
+
+def test_a_blocks_file_names_in_meta_follow_the_rename() -> None:
+    """An eBPF block's files are renamed STEM.BLOCK.EXT; the names its metadata gives
+    (the maps file `pfc load` fills the maps from) are renamed with them."""
+    from pfc.frontend.pipeline import compile_path
+    from tests.paths import ROOT
+
+    ruleset = compile_path(ROOT / "examples" / "ddos-edge.pf").require_ruleset()
+    artifacts, diags = build_ruleset(ruleset, ["xdp", "nft"])
+    assert not diags
+    (xdp,) = [a for a in artifacts if a.target == "xdp"]
+    assert xdp.meta["maps_file"] in xdp.files and ".ingress-eth0." in xdp.meta["maps_file"]

@@ -17,8 +17,7 @@ import pytest
 
 from pfc.kernel.netns import missing_privileges
 from pfc.verifier import firewall as fwv
-from tests.kernel.test_verify_firewall import host_firewall
-from tests.oracle.test_path import router
+from tests.kernel.test_verify_firewall import example, host_firewall
 
 pytestmark = [pytest.mark.kernel,
               pytest.mark.skipif(missing_privileges() is not None,
@@ -26,9 +25,15 @@ pytestmark = [pytest.mark.kernel,
 HAND = Path(__file__).parent.parent / "corpus" / "handwritten"
 
 
+def _file(name: str):
+    return lambda: example(name)
+
+
 @pytest.mark.parametrize("target", ["nft", "iptables"])
-@pytest.mark.parametrize("name, build", [("home-router", router),
-                                         ("host-firewall", host_firewall)])
+@pytest.mark.parametrize("name, build", [
+    ("home-router", _file("home-router")), ("host-firewall", _file("host-firewall")),
+    ("host-firewall", host_firewall)],  # the examples' files; the host with IPv6 too
+    ids=["home-router.pf", "host-firewall.pf", "host-firewall-ipv6"])
 def test_pfc_behaves_like_the_same_rules_written_by_hand(name, build, target):
     # rates at 1/minute on both sides, as verify runs pfc's (a run takes seconds)
     text = (HAND / f"{name}.nft").read_text().replace("10/second", "1/minute")
@@ -56,5 +61,6 @@ def test_ipv6_extension_headers_differ():
 def test_a_different_hand_written_ruleset_is_told_apart():
     text = (HAND / "home-router.nft").read_text().replace('oifname "eth0" masquerade',
                                                            'oifname "eth9" masquerade')
-    report = fwv.against(router(), "nft", lambda: fwv._nft(text), n=40, seed=2)
+    report = fwv.against(example("home-router"), "nft", lambda: fwv._nft(text), n=40,
+                         seed=2)
     assert not report.ok

@@ -114,6 +114,17 @@ def test_cli_prove_every_example_on_every_target(capsys) -> None:
     assert main(["prove", *stateless, "--targets", "all"]) == 0
     out = capsys.readouterr().out
     assert out.count(": proved,") >= 40 and "DIFFERS" not in out and "error" not in out
+    for target in ("nfmod", "u32"):  # no model: said on every file, not left out
+        assert out.count(f": {target}: not proved: no model for target `{target}`") == len(
+            stateless)
+
+
+def test_cli_prove_a_target_without_a_model_named_explicitly(capsys) -> None:
+    path = str(ROOT / "examples" / "ddos-drop-all.pf")
+    assert main(["prove", path, "--targets", "nfmod,xdp"]) == 2
+    out = capsys.readouterr().out
+    assert "nfmod: error: no model for target `nfmod`" in out
+    assert "xdp/xdp: proved," in out
 
 
 def test_cli_prove_a_hand_edited_artifact(tmp_path, capsys) -> None:

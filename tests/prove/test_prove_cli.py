@@ -120,18 +120,15 @@ def test_each_line_comes_as_soon_as_it_is_known(tmp_path) -> None:
 def test_targets_without_a_model_are_named_not_failed(tmp_path, capsys) -> None:
     """A target pfc prove has no model of (nfmod, u32: merged after the prover) is a
     line of its own with `--targets all` (it once ended every default run with "no
-    view for target `nfmod`", exit 2) and a usage error when named."""
+    view for target `nfmod`", exit 2), `not-modelled` in the JSON."""
     path = tmp_path / "p.pf"
     path.write_text("drop udp dport 53\n")
-    assert main(["prove", str(path), "--no-run"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert f"{path}: nfmod: not proved (pfc prove has no model of this target)" in lines
-    assert f"{path}: u32: not proved (pfc prove has no model of this target)" in lines
-    assert sum(": proved, every frame" in line for line in lines) == 6
-    assert main(["prove", str(path), "--targets", "cbpf,u32", "--format", "json"]) == 2
-    assert json.loads(capsys.readouterr().out)["error"] == (
-        "pfc prove has no model of target `u32`; it proves cbpf, socket, tc, xdp, nft, "
-        "iptables")
+    assert main(["prove", str(path), "--no-run", "--format", "json"]) == 0
+    targets = json.loads(capsys.readouterr().out)["files"][0]["targets"]
+    assert [t["status"] for t in targets].count("proved") == 6
+    unmodelled = [t for t in targets if t["status"] == "not-modelled"]
+    assert [t["target"] for t in unmodelled] == ["nfmod", "u32"]
+    assert all(t["not_proved"].startswith("no model for target") for t in unmodelled)
 
 
 def test_a_redirect_with_a_free_destination_is_announced_first(tmp_path, capsys) -> None:

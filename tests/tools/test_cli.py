@@ -754,6 +754,21 @@ def test_targets_at_80_columns_cut_no_hook_name() -> None:
                   + ["SO_ATTACH_FILTER", "iptables-restore", "SO_ATTACH_BPF"])
 
 
+def test_targets_name_the_blocks_each_target_carries() -> None:
+    from pfc.cli.compile import targets_json
+
+    blocks = {t["name"]: {b["block"]: b["hook"] for b in t["blocks"]}
+              for t in targets_json()["targets"]}
+    assert blocks["xdp"] == {"ingress": "xdp"}
+    assert "nat postrouting" in blocks["iptables"] and "ingress" not in blocks["iptables"]
+    assert set(blocks["nft"]) >= {"input", "forward", "output", "ingress", "egress"}
+    from pfc.cli.compile import blocks_table
+
+    text = _render(blocks_table())
+    assert "xdp → xdp" not in text and "xdp" in text and "nat postrouting" in text
+    _words_intact(text, ["nat postrouting", "raw prerouting", "iptables"])
+
+
 def test_verify_at_80_columns_cuts_no_status_word() -> None:
     from pfc.cli.verify import verify_table
     from pfc.verifier.equiv import Report

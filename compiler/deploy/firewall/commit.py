@@ -139,6 +139,32 @@ def _previous(netns: str, messages: list[str]) -> state.Record | None:
         return None
 
 
+def load_compiled(compiled, targets: list[str], netns: str | None = None,
+                  force: bool = False, mode: str | None = None, table: str = "pfc",
+                  audit: bool = False) -> deploying.Result:
+    """``pfc load`` of a front-end result holding a whole firewall: build the parts for
+    ``targets`` (CompileError for a block none carries, a rule the carrying target
+    cannot express), keep a copy of the sources beside the record (``pfc apply``
+    compares it), and load every part or none."""
+    from pfc.frontend.diagnostics import CompileError
+
+    ruleset = compiled.require_ruleset()
+    artifacts, diags = build(ruleset, targets, table=table, audit=audit)
+    if diags:
+        raise CompileError(diags, compiled.sources)
+    copy = snapshot.Copy.of(compiled, copy_options(targets, table, mode, audit))
+    return load_ruleset(artifacts, ruleset, compiled.source.name, compiled.source.text,
+                        compiled.rule_text, netns, force, mode, {"table": table}, copy)
+
+
+def copy_options(targets: list[str], table: str = "pfc", mode: str | None = None,
+                 audit: bool = False) -> dict:
+    """The options a whole firewall's copy records (``pfc apply`` loads a last good copy
+    with them)."""
+    return {"target": TARGET, "targets": ",".join(targets), "table": table, "mode": mode,
+            "audit": audit or None}
+
+
 def unload(netns: str | None = None, force: bool = False) -> deploying.Result:
     """Remove the namespace's whole firewall: every part, exactly what the load added."""
     return deploying.unload(TARGET, DEV, netns, force)

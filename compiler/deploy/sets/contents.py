@@ -20,6 +20,7 @@ from pfc.deploy import snapshot
 from pfc.deploy.base import LoadError
 from pfc.frontend.matches import merge_ranges, subtract_ranges
 from pfc.frontend.source import SourceFile
+from pfc.frontend.text import shorten
 from pfc.frontend.values import read_set_file
 
 Ranges = list[tuple[int, int]]  # sorted, disjoint, not adjacent: (first, last) address
@@ -46,13 +47,21 @@ def _one(entry: str) -> tuple[int, int, int] | None:
         except OSError:
             continue
         bits = BITS[v]
-        n = int(length) if length.isdigit() else (bits if not length else -1)
+        n = _length(length, bits)
         if not 0 <= n <= bits:
             return None
         size = 1 << (bits - n)
         first = int.from_bytes(raw, "big") & ~(size - 1)
         return v, first, first + size - 1
     return None
+
+
+def _length(text: str, bits: int) -> int:
+    """A prefix length: ``bits`` when absent, -1 unless ASCII digits, at most 64 of
+    them (as the compiler reads a prefix length), of a number up to ``bits``."""
+    if not text:
+        return bits
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 64 else -1
 
 
 def parse_entries(name: str, entries: list[str], label: str = "<command line>") -> Contents:
@@ -84,7 +93,7 @@ def _slow(name: str, lines: list[str], label: str, done: bool,
         if one is None:
             _, diags = read_set_file(SourceFile(label, entry), name)
             why = diags[0].message if diags else "`pfc set` changes address sets only"
-            raise LoadError(f"{label}: entry {number} `{entry}`: {why}",
+            raise LoadError(f"{label}: entry {number} `{shorten(entry)}`: {why}",
                             hint="one address or prefix per line (or argument), `#` "
                                  "starts a comment; address sets only")
         out[one[0]].append(one[1:])

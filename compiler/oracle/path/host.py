@@ -140,6 +140,18 @@ class Host:
         return None if chosen is None else chosen.ip
 
 
+    def loopback_source(self, toward: Address) -> Address | None:
+        """``masquerade`` of a packet leaving by ``lo``: lo's addresses are host-scoped,
+        so IPv4 takes the first interface's first address (``inet_select_addr``: the
+        first device in order with a universe-scope address); IPv6 the destination
+        itself when it is the host's (source address selection, rule 1), else the
+        first interface's first global address of the family."""
+        if toward.version == 6 and self.is_local(toward):
+            return toward
+        return next((a.ip for p in self.ports if p.name != LOOPBACK for a in p.addresses
+                     if a.version == toward.version and not a.ip.is_link_local), None)
+
+
 def mac_of(n: int, peer: bool = False) -> bytes:
     """Locally administered test MACs: 02:00:00:00:NN:01 for the host's port NN, :02 for
     its neighbour."""

@@ -244,6 +244,8 @@ class Walker:
         if decision.kind == "redirect":
             iface = self.host.port(pkt.ctx.iif) if pkt.ctx.iif else self.host.port(LOOPBACK)
             chosen = next((a.ip for a in iface.addresses if a.version == version), None)
+        elif port is None and pkt.ctx.oif == LOOPBACK:  # sent to the host itself
+            chosen = self.host.loopback_source(_address(pkt.frame, "dst"))
         else:
             hop = self.host.route(_address(pkt.frame, "dst")).next_hop
             chosen = self.host.source_for(port, hop) if port is not None else None

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * pfc_nf: examples/ddos-drop-tcp-subnet-payload.pf compiled by pfc for netfilter hook prerouting
- * (priority -300), IPv4 and IPv6.
+ * pfc_nf: compiled by pfc for netfilter hook prerouting (priority -300),
+ * IPv4 and IPv6, from
+ * examples/ddos-drop-tcp-subnet-payload.pf
  *
  * The rules are tried in order; the first terminal rule that holds decides, and
  * a packet no terminal rule decides gets the default (pass). Every rule
@@ -243,8 +244,6 @@ static bool __maybe_unused pfc_in_ranges(u32 v, const struct pfc_range *t, size_
 	}
 	return false;
 }
-
-#define PFC_IN_RANGES(v, table) pfc_in_ranges(v, table, ARRAY_SIZE(table))
 
 static bool __maybe_unused pfc_in4(const struct pfc_addr a, const struct pfc_range *t,
 				   size_t n)

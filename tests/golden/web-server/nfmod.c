@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * pfc_nf: examples/web-server.pf compiled by pfc for netfilter hook prerouting
- * (priority -300), IPv4 and IPv6.
+ * pfc_nf: compiled by pfc for netfilter hook prerouting (priority -300),
+ * IPv4 and IPv6, from
+ * examples/web-server.pf
  *
  * The rules are tried in order; the first terminal rule that holds decides, and
  * a packet no terminal rule decides gets the default (pass). Every rule
@@ -94,6 +95,8 @@ static const struct pfc_range pfc_ranges0[] = {
 	{ 1900, 1900 },
 	{ 11211, 11211 },
 };
+
+static_assert(ARRAY_SIZE(pfc_ranges0) == 5);
 
 static const struct pfc_range pfc_nets0[] = {
 	{ 0xc0000242, 0xc0000242 },
@@ -285,8 +288,6 @@ static bool __maybe_unused pfc_in_ranges(u32 v, const struct pfc_range *t, size_
 	return false;
 }
 
-#define PFC_IN_RANGES(v, table) pfc_in_ranges(v, table, ARRAY_SIZE(table))
-
 static bool __maybe_unused pfc_in4(const struct pfc_addr a, const struct pfc_range *t,
 				   size_t n)
 {
@@ -368,7 +369,7 @@ static bool pfc_rule_3(const struct sk_buff *skb, const struct pfc_pkt *p)
 	u32 v0;
 
 	return p->proto == 17 &&
-	       (pfc_l4_field(skb, p, 17, 0, 2, &v0) && PFC_IN_RANGES(v0, pfc_ranges0));
+	       (pfc_l4_field(skb, p, 17, 0, 2, &v0) && pfc_in_ranges(v0, pfc_ranges0, 5));
 }
 
 /* rule 4, line 14: count tcp dport $web flags syn,!ack */
@@ -475,9 +476,8 @@ static unsigned int pfc_hook(void *priv, struct sk_buff *skb,
 		pfc_count(3, p.len);
 		return NF_DROP;
 	}
-	if (pfc_rule_4(skb, &p)) {
+	if (pfc_rule_4(skb, &p))
 		pfc_count(4, p.len);
-	}
 	if (pfc_rule_5(skb, &p)) {
 		pfc_count(5, p.len);
 		return NF_ACCEPT;
@@ -490,9 +490,8 @@ static unsigned int pfc_hook(void *priv, struct sk_buff *skb,
 		pfc_count(7, p.len);
 		return NF_DROP;
 	}
-	if (pfc_rule_8(skb, &p)) {
+	if (pfc_rule_8(skb, &p))
 		pfc_count(8, p.len);
-	}
 	if (pfc_rule_9(skb, &p)) {
 		pfc_count(9, p.len);
 		return NF_ACCEPT;
