@@ -287,11 +287,10 @@ def unload_firewall(netns: str | None = None, force: bool = False) -> Result:
 
 @dataclass
 class DryRun:
-    """``pfc load --dry-run``: the kernel's check and what would change. ``removed`` and
-    ``added`` are (line, rule text) of the loaded and the new policy (``pfc diff``'s
-    alignment); ``diff`` the regions of frames whose verdict, counters or rewrite
-    change; both None when nothing is loaded there or pfc kept no copy of it
-    (``compared`` says which)."""
+    """``pfc load --dry-run``: the kernel's check and what would change: ``removed``,
+    ``added`` (line, rule text) of the loaded and the new policy (``pfc diff``'s
+    alignment), ``diff`` the regions of frames whose verdict, counters or rewrite
+    change; None when nothing is loaded there or pfc kept no copy (``compared``)."""
 
     preview: Preview
     compared: str  # "nothing loaded" | "no copy" | "compared"
@@ -309,8 +308,7 @@ class DryRun:
 
 
 def _set_file_changes(old: Compiled, new: Compiled) -> dict[str, tuple[int, int]]:
-    """Per set file of the new policy whose text differs from the loaded copy's: the
-    lines (entries, comments) removed and added."""
+    """Per set file changed since the loaded copy: the lines removed and added."""
     out = {}
     for name, src in new.sources.items():
         before = old.sources.get(name)
@@ -326,10 +324,8 @@ def dry_run(policy: PolicyInput, target: str, dev: str, *, netns: str | None = N
             table: str = "pfc", limit: int = 8, progress=None) -> DryRun:
     """``pfc load --dry-run``: compile, have the kernel check what ``load`` would send
     (verifier load without attach, ``nft -c``, ``iptables-restore --test`` in a scratch
-    namespace), and compare with the policy loaded there now (rules removed and added,
-    and ``pfc diff``'s regions, at most ``limit``; ``progress`` as for
-    :func:`pfc.prove.diff.diff`). Changes nothing. CompileError, LoadError (the load
-    would fail) as for :func:`load`."""
+    namespace), compare with what is loaded there (rules, lists, ``diff``'s regions:
+    ``limit``, ``progress``). Changes nothing; CompileError, LoadError as :func:`load`."""
     from pfc.deploy.preview import preview
     from pfc.deploy.snapshot import compile_copy
     from pfc.prove.diff import align, diff
@@ -351,9 +347,8 @@ def dry_run(policy: PolicyInput, target: str, dev: str, *, netns: str | None = N
     added = [(new.rules[j].line, compiled.rule_text(new.rules[j]))
              for j in sorted(alignment.changed_new)]
     stateless = not (ir.flow_features(old.policy) or ir.flow_features(new))
-    return DryRun(seen, "compared", removed, added,
-                  diff(old.policy, new, limit=limit, progress=progress) if stateless
-                  else None,
+    regions = diff(old.policy, new, limit=limit, progress=progress) if stateless else None
+    return DryRun(seen, "compared", removed, added, regions,
                   _set_file_changes(old, compiled), set_changes(old.policy, new))
 
 
