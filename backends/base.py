@@ -158,6 +158,8 @@ class Backend:
     # ``emit_ruleset`` takes all its blocks in one artifact (nft, iptables)
     carries: Mapping[str, str] = field(default_factory=dict)
     emit_ruleset: Callable[[Ruleset, Options], Artifact] | None = None
+    # why the target cannot express a feature (of FEATURES), said after the error
+    reasons: Mapping[str, str] = field(default_factory=dict)
 
     def default_hook(self, options: Options) -> str:
         return self.pick_hook(options) if self.pick_hook else self.hooks[0]
@@ -246,8 +248,11 @@ def feature_errors(policy: ir.Policy, backend: Backend,
         able = [b.name for b in registry.values()
                 if set(missing) <= b.supports | _owned(b) and b.name != "ir"]
         what = ", ".join(FEATURES[m] for m in missing)
+        why = "; ".join(dict.fromkeys(backend.reasons[m] for m in missing
+                                      if m in backend.reasons))
         out.append(error(
-            f"target `{backend.name}` cannot express {what} (rule at line {rule.line})",
+            f"target `{backend.name}` cannot express {what} (rule at line {rule.line})"
+            + (f": {why}" if why else ""),
             rule.span, hint=("targets that can: " + ", ".join(able)) if able else None,
             code="unsupported"))
     return out

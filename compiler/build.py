@@ -7,6 +7,7 @@ rule the target cannot express comes back as diagnostics, never as a partial art
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pfc import backends
@@ -146,13 +147,20 @@ def _block_files(artifact: Artifact, block: ir.Policy) -> Artifact:
     """The artifact of one block, its files named ``STEM.BLOCK.EXT`` (``host.input.nft``)
     instead of ``STEM.TARGET.EXT``, so that every block of a file has its own."""
     label = block_label(block)
-    renamed = {}
-    for name in artifact.files:
+    files, renamed = {}, {}
+    for name, data in artifact.files.items():
         stem, dot, rest = name.partition(f".{artifact.target}.")
         renamed[name] = f"{stem}.{label}.{rest}" if dot else f"{label}.{name}"
-    artifact.files = {renamed[name]: data for name, data in artifact.files.items()}
-    artifact.meta = {key: renamed.get(value, value) if isinstance(value, str) else value
-                     for key, value in artifact.meta.items()}  # e.g. ``maps_file``
+        files[renamed[name]] = data
+    # the meta and JSON files name files too (an eBPF object's maps file, the data file
+    # of its classifier's maps): they follow
+    for old, new in ((json.dumps(o).encode(), json.dumps(n).encode())
+                     for o, n in renamed.items() if o != n):
+        files.update({name: data.replace(old, new) for name, data in files.items()
+                      if name.endswith(".json") and old in data})
+    artifact.files = files
+    artifact.meta = {k: renamed.get(v, v) if isinstance(v, str) else v
+                     for k, v in artifact.meta.items()}
     return artifact
 
 

@@ -9,7 +9,8 @@ import pytest
 from tests.paths import ROOT
 
 # Test files that touch nothing shared on this host (QEMU guests of the kernel lab,
-# install roots and venvs, BPF_PROG_TEST_RUN only): scripts/test runs them as a second
+# install roots, venvs and images, BPF_PROG_TEST_RUN only, namespaces with their own
+# state directories): scripts/test runs them as a second
 # lane beside the rest (``-m side`` / ``-m "not side"``), so a full run uses both cores.
 SIDE_LANE = (
     "tests/kernel/test_matrix.py",
@@ -20,6 +21,8 @@ SIDE_LANE = (
     "tests/tools/test_install.py",
     "tests/tools/test_install_deb.py",
     "tests/tools/test_install_nftables.py",
+    "tests/tools/test_fleet_image.py",
+    "tests/deploy/test_fleet.py",
 )
 
 

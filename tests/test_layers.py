@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pfc.kernel",),
     ("pfc.backends",),
     ("pfc.build",),
-    ("pfc.verifier", "pfc.bench", "pfc.deploy", "pfc.lsp", "pfc.prove"),
+    ("pfc.verifier", "pfc.bench", "pfc.deploy", "pfc.lsp", "pfc.prove", "pfc.importers"),
     ("pfc.api",),
     ("pfc.cli", "pfc.__main__"),
 )

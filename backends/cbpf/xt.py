@@ -80,11 +80,11 @@ class Session(iptables_run.Session):
         self.reset()
         self.flavours.add(flavour)
         mark = f"-m mac --mac-source {iplab.mac_text(iplab.MARK_MAC)}"
-        _command([f"iptables-{flavour}-restore", "--noflush"], (
+        _command([f"iptables-{flavour}-restore", "-w", "--noflush"], (
             f"*raw\n-A PREROUTING {mark} -j NFLOG --nflog-group {iptables_run.NFLOG_GROUP} "
             f"--nflog-prefix mark\n-A PREROUTING {mark} -j DROP\nCOMMIT\n"))
         for family in TOOLS:
-            _command([f"{TOOLS[family]}-{flavour}-restore", "--noflush"],
+            _command([f"{TOOLS[family]}-{flavour}-restore", "-w", "--noflush"],
                      "*raw\n-A OUTPUT -j DROP\nCOMMIT\n" + rules(chain, self.lab.dut))
             insert(program, chain, family, flavour)
 

@@ -42,8 +42,9 @@ from pfc.backends.base import (
     artifact_name,
     c_comment,
     rule_features,
+    v2_features,
 )
-from pfc.backends.ebpf import counters, kernels
+from pfc.backends.ebpf import counters, ifaces, kernels
 from pfc.backends.ebpf import maps as ebpf_maps
 from pfc.backends.ebpf import plan as ebpf_plan
 from pfc.frontend import ir
@@ -53,14 +54,39 @@ from pfc.kernel.toolchain import ToolchainError
 from pfc.oracle import packets
 
 HOOKS = ("socket", "tc", "xdp")
-PROGRAM = {h: f"pfc_{h}" for h in HOOKS}
+PROGRAM = {h: f"pfc_{h}" for h in HOOKS} | {"tc-egress": "pfc_tc_egress"}
 COUNTERS_MAP = counters.COUNTERS_MAP
+SECTIONS = {"tc-egress": "tc", "cgroup-ingress": "cgroup_skb/ingress",
+            "cgroup-egress": "cgroup_skb/egress"}  # others: the hook's name (nf-*: netfilter)
 ETH_HLEN = 14
 ALL_FEATURES = frozenset(("count", "redirect", "payload", "ipv6", "non-ip", "log", "limit",
                           "audit"))
+# Whole firewalls (v2), per hook (docs/ebpf.md "Whole firewalls"): XDP runs before
+# there is an skb (no mark to read or set); a socket filter can neither send a reply
+# nor write the mark.
+V2_FEATURES = {
+    "xdp": frozenset(("reject", "pass-limit", "iface", "ether", "ether-type", "vlan-id",
+                      "icmp-code")),
+    "tc": frozenset(("reject", "set-mark", "mark", "pass-limit", "iface", "ether",
+                     "ether-type", "vlan-id", "icmp-code")),
+    "socket": frozenset(("mark", "pass-limit", "iface", "ether", "ether-type", "vlan-id",
+                         "icmp-code")),
+}
+_STATE = "an eBPF program here sees one packet: no connection state"
+REASONS = {"ct": _STATE, "ct-status": _STATE, "ct-mark": _STATE, "nat": _STATE,
+           "notrack": _STATE, "addr-type": "no route lookup at this hook"}
+HOOK_REASONS = {
+    "xdp": {"mark": "XDP runs before the kernel builds an skb: there is no mark",
+            "set-mark": "XDP runs before the kernel builds an skb: there is no mark"},
+    "tc": {},
+    "socket": {"reject": "a socket filter only filters what its socket gets: it cannot "
+                         "send a reply",
+               "set-mark": "a socket filter cannot write the mark",
+               "redirect": "a socket filter cannot rewrite the packet"},
+}
 DESCRIPTIONS = {
     "socket": "eBPF socket filter (SO_ATTACH_BPF on a packet socket); C and ELF object",
-    "tc": "eBPF tc clsact ingress, direct action (cls_bpf); C and ELF object",
+    "tc": "eBPF tc clsact ingress or egress, direct action (cls_bpf); C and ELF object",
     "xdp": "eBPF XDP program (native or generic); C and ELF object",
 }
 
@@ -104,6 +130,8 @@ def _classifier(policy: ir.Policy, hook: str, options: Options):
         raise ValueError(f"classify: `{mode}` is not one of auto, always, never")
     if mode == "never" or (mode == "auto" and not classify_plan.wanted(policy, hook)):
         return None
+    if hook == "tc-egress" or any(v2_features(r) for r in policy.rules):
+        return None  # the classifier reads the five fields of v1 only
     kernel = options.extra.get("kernel")
     if not kernels.classifier_fits(kernel):
         if mode == "auto":  # the linear program: no bpf_loop (docs/kernels.md)
@@ -119,21 +147,34 @@ def emit(policy: ir.Policy, options: Options) -> Artifact:
     classifier = _classifier(policy, hook, options)
     if classifier is not None:
         return emit_classifier(policy, options, classifier)
-    plan = ebpf_plan.program_plan(policy, hook)
+    return emit_plan(policy, options, hook, ebpf_plan.program_plan(policy, hook))
+
+
+def emit_plan(policy: ir.Policy, options: Options, hook: str, plan: ebpf_plan.ProgramPlan,
+              extra: dict | None = None) -> Artifact:
+    """The artifact of a linear program's plan (``extra``: more meta; the netfilter
+    target's hook and priority)."""
     text = render_plan(policy, plan)
     stem = _stem(policy, hook)
-    meta = {"program": PROGRAM[hook], "counters": COUNTERS_MAP,
+    meta = {"program": plan.program, "counters": COUNTERS_MAP,
             "counter_slots": plan.slots.meta(),
             "count_rules": [r.index for r in policy.count_rules]}
     if plan.flow is not None and plan.flow.clock:  # token buckets: run.run, a sequence
         meta["clock"] = "pfc_clock"
     data, notes = {}, []
-    if plan.sets:
+    if plan.sets or plan.ifaces:
+        records = [ebpf_maps.map_record(s) for s in plan.sets]
+        records += [ifaces.record(plan.ifaces)] if plan.ifaces else []
         meta |= {"maps": ebpf_maps.maps_meta(plan.sets), "maps_file": f"{stem}.maps.json",
                  "ready_map": counters.READY_MAP}
-        data = {f"{stem}.maps.json": ebpf_maps.maps_file(plan.sets)}
+        data = {f"{stem}.maps.json": ebpf_maps.records_file(records)}
         notes = [load_note(policy, plan, stem)]
-    return _package(policy, options, hook, text, meta, data, notes, check_size=True)
+    if plan.ifaces:
+        meta["ifaces"] = [list(names) for names in plan.ifaces]
+    if plan.egress and plan.hook == "tc":
+        meta["tc_attach"] = "egress"
+    return _package(policy, options, hook, text, meta | (extra or {}), data, notes,
+                    check_size=True)
 
 
 def emit_classifier(policy: ir.Policy, options: Options, plan) -> Artifact:
@@ -169,9 +210,10 @@ def _package(policy: ir.Policy, options: Options, hook: str, text: str, meta: di
         built = toolchain.compile_c(text, stem)
     except ToolchainError as exc:
         raise CompileError([_clang_diagnostic(policy, text, exc)]) from exc
-    if check_size and (size := program_insns(built.obj, hook)) > MAX_JUMP:
+    section = SECTIONS.get(hook, "netfilter" if hook.startswith("nf-") else hook)
+    if check_size and (size := program_insns(built.obj, section)) > MAX_JUMP:
         raise CompileError([_too_long(policy, hook, size)])
-    meta = meta | {"kernel_needs": kernel_needs(policy, hook, built.obj, kernel)}
+    meta = meta | {"kernel_needs": kernel_needs(policy, options.target, built.obj, kernel)}
     if options.format == "c":
         return Artifact(options.target, hook, "c", text, {f"{stem}.c": text.encode()} | data,
                         policy, meta, notes)
@@ -257,10 +299,13 @@ def _too_long(policy: ir.Policy, hook: str, size: int) -> Diagnostic:
 
 
 def load_note(policy: ir.Policy, plan: ebpf_plan.ProgramPlan, stem: str) -> Diagnostic:
-    """A note on the first rule whose list became maps: the object needs them filled
-    before it passes anything (``pfc_ready``), and how to load it."""
-    owner = next(r.index for r in plan.rules for b in r.branches for m in b.ip_matches
-                 if m.setmap is not None)
+    """A note on the first rule whose list became maps (or that names an interface):
+    the object needs them filled before it passes anything (``pfc_ready``), and how to
+    load it."""
+    owner = next((r.index for r in plan.rules for b in r.branches for m in b.ip_matches
+                  if m.setmap is not None), None)
+    if owner is None:
+        return _iface_note(policy, plan, stem)
     rule = policy.rule(owner)
     where = "/sys/fs/bpf/pfc-" + re.sub(r"[^A-Za-z0-9_-]", "_", stem)
     steps = (f"bpftool prog loadall ./{stem}.o {where}/progs pinmaps {where}/maps; "
@@ -273,6 +318,19 @@ def load_note(policy: ir.Policy, plan: ebpf_plan.ProgramPlan, stem: str) -> Diag
         "... obj`), the program drops every packet until the maps are filled",
         rule.span, hint=f"load it with `pfc load`, or by hand: {steps}, then attach the "
         "pinned program (docs/ebpf.md)", code="maps-at-load")
+
+
+def _iface_note(policy: ir.Policy, plan: ebpf_plan.ProgramPlan, stem: str) -> Diagnostic:
+    rule = policy.rule(next(r.index for r in plan.rules
+                            if any(m.kind == "iface" for m in r.meta)))
+    return Diagnostic(
+        Severity.NOTE, f"the rule at line {rule.line} names interfaces: the loader maps "
+        f"their names to the devices present when it loads the object ({stem}.maps.json); "
+        "loaded as it is, the program drops every packet until that map is filled, and a "
+        "device created after the load matches no name until the next load",
+        rule.span, hint="load it with `pfc load` (again after adding a device), or by "
+        f"hand with the maps file: python3 -m pfc.backends.ebpf.maps {stem}.maps.json "
+        "PIN_DIR > fill.batch (docs/ebpf.md)", code="maps-at-load")
 
 
 def _clang_diagnostic(policy: ir.Policy, text: str, exc: ToolchainError) -> Diagnostic:
@@ -301,8 +359,9 @@ def _rule_at(policy: ir.Policy, text: str, line: int) -> ir.Rule | None:
 # ------------------------------------------------------------------------------ views
 
 def view(hook: str, frame: bytes) -> bytes | None:
-    """The frame as ``hook`` sees it; None if the hook never sees it (module doc)."""
-    if hook == "xdp":
+    """The frame as ``hook`` sees it; None if the hook never sees it (module doc). tc
+    egress sees the frame as the host sends it (a tag in the data stays)."""
+    if hook in ("xdp", "tc-egress"):
         return frame if len(frame) >= ETH_HLEN else None
     return packets.l2_input_view(frame)
 
@@ -323,10 +382,13 @@ def _passes() -> tuple:
 
 def _backend(hook: str) -> Backend:
     supports = ALL_FEATURES - ({"redirect"} if hook == "socket" else set())
-    return Backend(name=hook, description=DESCRIPTIONS[hook], supports=supports,
-                   formats=("o", "c"), hooks=(hook,), emit=emit, passes=_passes(),
-                   binary_formats=frozenset(("o",)), run=_run, view=view,
-                   carries={"ingress": hook})
+    hooks, carries = (hook,), {"ingress": hook}
+    if hook == "tc":  # a second program on the device's clsact egress
+        hooks, carries = ("tc", "tc-egress"), {"ingress": "tc", "egress": "tc-egress"}
+    return Backend(name=hook, description=DESCRIPTIONS[hook],
+                   supports=supports | V2_FEATURES[hook], formats=("o", "c"), hooks=hooks,
+                   emit=emit, passes=_passes(), binary_formats=frozenset(("o",)), run=_run,
+                   view=view, carries=carries, reasons=REASONS | HOOK_REASONS[hook])
 
 
 BACKENDS = tuple(_backend(h) for h in HOOKS)

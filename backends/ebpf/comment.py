@@ -29,7 +29,11 @@ def _match_text(m: ir.Match) -> str:
                                          if (m.set | m.clear) & bit)
     if isinstance(m, ir.FragMatch):
         return neg + "frag"
-    assert isinstance(m, ir.PayloadMatch)
+    if isinstance(m, ir.IfaceMatch):  # names of letters, digits, `_ . @ - *` (checked)
+        return f"{neg}{m.field} " + ", ".join(m.names)
+    if isinstance(m, ir.MacMatch):
+        return f"{neg}{m.field} " + ", ".join(a.hex(":") for a in m.macs)
+    assert isinstance(m, ir.PayloadMatch), m
     return f"{neg}payload[{m.offset}:{len(m.data)}] == 0x{m.data.hex()}"
 
 
@@ -41,4 +45,8 @@ def describe(rule: ir.Rule) -> str:
         port = rule.action.port
         words.append(f"to {rule.action.address}" + (f" port {port}" if port is not None
                                                      else ""))
+    if isinstance(rule.action, ir.Reject):
+        words.append(f"with {rule.action.kind}")
+    if isinstance(rule.action, ir.Mark):
+        words.append(f"to {rule.action.value:#x}")
     return c_comment(" ".join(words + flowplan.options_text(rule)))

@@ -21,7 +21,8 @@ Layout (the contract with the loader, docs/ebpf.md "Counters"):
   (``XDP_DROP``, ``TC_ACT_SHOT``, socket 0) and counts it in ``not_ready``: an object
   attached without its maps filled (``ip link set dev D xdp obj F``) fails closed.
   :func:`pfc.backends.ebpf.maps.open_filled` sets it last.
-- ``log`` rules have no slot (their output is the ring buffer ``pfc_events``); a program
+- ``log`` rules have no slot (their output is the ring buffer ``pfc_events``), nor have
+  ``mark ... to N`` rules (the interpreter counts neither); a program
   that sends events (``log`` rules, audited drops) has a ``lost`` slot after the others:
   the events the ring buffer had no room for (packets; bytes 0).
 """
@@ -70,9 +71,10 @@ class Slots:
 
 
 def slots(policy: ir.Policy, ready: bool, events: bool = False) -> Slots:
-    """One slot per rule in rule order (``log`` rules apart), then the default, then
-    ``not_ready``, then ``lost`` (a program that sends events)."""
-    counted = (r for r in policy.rules if not isinstance(r.action, ir.Log))
+    """One slot per terminal or ``count`` rule in rule order (``log`` and ``mark ... to
+    N`` rules apart: they count nothing), then the default, then ``not_ready``, then
+    ``lost`` (a program that sends events)."""
+    counted = (r for r in policy.rules if r.terminal or isinstance(r.action, ir.Count))
     rules = {r.index: n for n, r in enumerate(counted)}
     after = len(rules) + 1 + ready
     return Slots(rules, len(rules), len(rules) + 1 if ready else None,

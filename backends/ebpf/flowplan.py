@@ -15,8 +15,9 @@
   no per-CPU share of the rate, no lock (socket filters may not take ``bpf_spin_lock``,
   and LRU hash maps cannot hold one: measured on Linux 6.18).
 - Buckets per rule and IP version live in the array ``pfc_buckets`` (two entries per
-  rule: IPv4, IPv6; one used by a rule matching every frame); ``per src|dst`` buckets
-  in the LRU hash ``pfc_per`` keyed by (rule index, IP version, address).
+  rule: IPv4, IPv6; three for a rule matching every frame: non-IP frames have a bucket
+  of their own, as ``pfc.oracle.flow``'s); ``per src|dst`` buckets in the LRU hash
+  ``pfc_per`` keyed by (rule index, IP version, address).
 - The clock is ``bpf_ktime_get_ns()`` unless the one-entry array ``pfc_clock`` holds a
   non-zero time: tests write each frame's time there before its test run
   (``BPF_PROG_TEST_RUN`` cannot set the clock); nothing else writes it.
@@ -24,7 +25,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pfc.frontend import ir
 
@@ -51,10 +52,11 @@ class BucketPlan:
 
     cost: int
     most: int
-    index: int = 0  # pfc_buckets: the IPv4 (or only) entry; +1 for IPv6 when split
-    split: bool = True  # one bucket per IP version (False: a rule for every frame)
+    index: int = 0  # pfc_buckets: the IPv4 entry; +1 for IPv6; +2 non-IP (not split)
+    split: bool = True  # an IP rule (False: a rule for every frame, non-IP ones too)
     per: str | None = None  # "src" | "dst": one bucket per address in pfc_per
     rule: int = 0  # the rule's index (pfc_per's key)
+    within: bool = False  # `limit` on a pass rule: it holds within the rate, not over it
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ class ProgramFlow:
     snap_max: int = 0  # the largest snap of an event: every record has room for it
     per_entries: int = PER_ENTRIES
     events_bytes: int = EVENTS_BYTES
+    per_over: bool = False  # a `limit ... per` on a drop or reject rule: pfc_over_per
+    per_within: bool = False  # ... on a pass rule: pfc_within_per
 
 
 def prefix_words(prefix: str) -> tuple[int, int, int, int]:
@@ -127,16 +131,19 @@ def rule_flow(rule: ir.Rule, default: ir.Verdict, next_bucket: int) -> RuleFlow 
     elif isinstance(action, ir.Drop) and action.audit:
         flow = RuleFlow(event=audit_event(rule.line), audit=True)
     if rule.limit is not None:
-        flow = RuleFlow(flow.event, bucket(rule.limit.rate, rule, next_bucket,
-                                           rule.limit.per), flow.rate, flow.audit)
+        limit = replace(bucket(rule.limit.rate, rule, next_bucket, rule.limit.per),
+                        within=isinstance(action, ir.Pass))
+        flow = RuleFlow(flow.event, limit, flow.rate, flow.audit)
     return flow if flow != RuleFlow() else None
 
 
 def uses_buckets(flow: RuleFlow | None) -> int:
-    """How many ``pfc_buckets`` entries the rule takes (two, or none)."""
+    """How many ``pfc_buckets`` entries the rule takes: IPv4 and IPv6, and non-IP
+    frames for a rule of every frame; none without a bucket of its own."""
     if flow is None:
         return 0
-    return 2 if flow.rate is not None or (flow.limit is not None and not flow.limit.per) else 0
+    held = flow.rate or (flow.limit if flow.limit is not None and not flow.limit.per else None)
+    return 0 if held is None else 2 if held.split else 3
 
 
 def rule_flows(policy: ir.Policy) -> dict[int, RuleFlow]:
@@ -156,9 +163,11 @@ def program_flow(policy: ir.Policy, flows: dict[int, RuleFlow]) -> ProgramFlow |
     if not flows and default is None:
         return None
     buckets = sum(uses_buckets(f) for f in flows.values())
-    per = any(f.limit is not None and f.limit.per for f in flows.values())
+    pers = [f.limit for f in flows.values() if f.limit is not None and f.limit.per]
+    per = bool(pers)
     events = default is not None or any(f.event is not None for f in flows.values())
     snaps = [f.event.snap for f in flows.values() if f.event] + ([default.snap] if default
                                                                 else [])
     return ProgramFlow(buckets, per, events, default, bool(buckets) or per,
-                       max(snaps, default=0))
+                       max(snaps, default=0), per_over=any(not b.within for b in pers),
+                       per_within=any(b.within for b in pers))

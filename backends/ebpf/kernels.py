@@ -14,6 +14,7 @@ atomic compare-and-exchange   5.12   token buckets (shared by every CPU)
 ``bpf_loop``                  5.17   the classifier of large policies (classify.plan)
 ``bpf_xdp_load_bytes``,       5.18   XDP: event snapshots, payload beyond 0xffff bytes
 ``bpf_xdp_get_buff_len``
+netfilter programs            6.4    target ``nfbpf`` (its section, ``netfilter``)
 ============================  =====  ==================================================
 
 :func:`needs` lists an object's; :func:`missing` those a kernel lacks; ``pfc compile
@@ -56,6 +57,8 @@ FEATURES = {
     "xdp_bytes": Feature("bpf_xdp_load_bytes and bpf_xdp_get_buff_len", (5, 18),
                          "XDP event snapshots and far payload",
                          _EVENTS | {"payload"}),
+    "netfilter": Feature("netfilter programs (BPF_PROG_TYPE_NETFILTER, bpf_dynptr_from_skb)",
+                         (6, 4), "netfilter hook programs", frozenset()),
 }
 HELPERS = {130: "ringbuf", 131: "ringbuf", 132: "ringbuf", 133: "ringbuf", 160: "ktime_coarse",
            181: "bpf_loop", 188: "xdp_bytes", 189: "xdp_bytes"}
@@ -82,6 +85,8 @@ def needs(obj: bytes) -> list[str]:
     for section in elf.iter_sections():
         if not section["sh_flags"] & SH_FLAGS.SHF_EXECINSTR:
             continue
+        if section.name == "netfilter":
+            found.add("netfilter")
         code = section.data()
         for at in range(0, len(code) - 7, 8):
             op, regs = code[at], code[at + 1]
@@ -124,8 +129,10 @@ def lacking_here(features: list[str], hook: str) -> list[str]:
     for feature in features:
         if feature == "cmpxchg":
             has = bpf_probe.atomic_fetch()
-        else:
+        elif feature in PROBED_HELPERS:
             has = bpf_probe.helper(hook, PROBED_HELPERS[feature])
+        else:  # by the release
+            has = None
         if has is False or (has is None and missing([feature], release)):
             lacking.append(feature)
     return lacking

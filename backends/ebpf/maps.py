@@ -26,6 +26,9 @@ new inner map of the same kind and swaps it into the slot (:func:`new_inner`).
 - ``ipv4_bitmap``: the inner map is one array of 32-byte entries: ``top_entries``
   ``struct pfc_top`` (padded) then room for ``leaf_capacity`` ``struct pfc_leaf``,
   built from the prefixes by :func:`bitmap_tables`.
+- ``ifaces`` (``iif``/``oif``, :mod:`pfc.backends.ebpf.ifaces`): ``pfc_ifaces``, a
+  hash from ifindex to the bits of the interface lists that name the device, filled
+  from the devices of the namespace the object is loaded in.
 
 Whoever loads the object fills every map before the program sees a packet:
 :func:`open_filled` is the one place that does it (test runs, ``pfc load``,
@@ -45,6 +48,7 @@ import struct
 from collections.abc import Iterable
 
 from pfc.backends.base import Artifact
+from pfc.backends.ebpf import ifaces
 from pfc.backends.ebpf.counters import READY_MAP
 from pfc.backends.ebpf.plan import SetMap
 from pfc.kernel import bpf
@@ -252,6 +256,8 @@ def updates(record: dict, blob: bytes | None = None) -> list[tuple[str, bytes, b
     map (concatenated entries); ``blob``: the data file of a ``data`` record."""
     if record["type"] == "data":
         return _data_update(record, blob)
+    if record["type"] == ifaces.TYPE:  # the devices of the namespace, now
+        return [(record["name"], *ifaces.entries(record))]
     return [(record.get("inner", record["name"]), *entries(record, int_prefixes(record)))]
 
 
@@ -367,6 +373,8 @@ def bpftool_batch(records: list[dict], pin_dir: str,
 def _entries(record: dict, keys: bytes, values: bytes) -> int:
     if record["type"] == "data":
         return record["count"]
+    if record["type"] == ifaces.TYPE:
+        return len(keys) // 4
     return len(values) // (LEAF_SIZE if record["type"] != "lpm_trie" else 1)
 
 

@@ -17,7 +17,7 @@ import ipaddress
 from dataclasses import dataclass, replace
 
 from pfc.backends.base import rule_features
-from pfc.backends.ebpf import counters, flowplan
+from pfc.backends.ebpf import counters, firewall, flowplan
 from pfc.backends.ebpf.comment import describe
 from pfc.frontend import ir
 
@@ -27,7 +27,7 @@ IP_FIELDS = {
     6: {"src": (8, 16), "dst": (24, 16), "proto": (6, 1), "ttl": (7, 1), "len": (4, 2)},
 }
 LEN_BIAS = {4: 0, 6: 40}  # IPv6 `len` is 40 + payload length
-L4_FIELDS = {"sport": (0, 2), "dport": (2, 2), "icmp-type": (0, 1)}
+L4_FIELDS = {"sport": (0, 2), "dport": (2, 2), "icmp-type": (0, 1), "icmp-code": (1, 1)}
 TCP_FLAGS_OFF, TCP_DOFF_OFF, UDP_HLEN = 13, 12, 8
 WIDTHS = {1: "U8", 2: "U16", 4: "U32"}
 # The largest constant offset a payload match reads with direct packet access; beyond
@@ -176,17 +176,20 @@ class RedirectPlan:
 class RulePlan:
     index: int
     line: int
-    action: str  # drop | pass | count | redirect
+    action: str  # drop | pass | count | redirect | log | reject | mark
     comment: str
-    branches: tuple[Branch, ...]  # empty: the rule holds for every frame
+    branches: tuple[Branch, ...]  # empty: the rule holds for every frame (or meta)
     redirect: RedirectPlan | None = None
     slot: int = 0  # its entry in pfc_counters
     flow: flowplan.RuleFlow | None = None  # log, limit, audit
+    meta: tuple[firewall.MetaPlan, ...] = ()  # link-layer and hook matches, tested first
+    reject: firewall.RejectPlan | None = None
+    mark: int = 0  # `mark ... to N`: the new mark
 
 
 @dataclass
 class ProgramPlan:
-    hook: str
+    hook: str  # xdp | tc | socket | nfbpf | cgroup (tc-egress: tc, egress=True)
     default: str  # drop | pass
     rules: list[RulePlan]
     slots: counters.Slots
@@ -197,6 +200,19 @@ class ProgramPlan:
     sets: tuple[SetMap, ...] = ()
     direct_max: int = DIRECT_PAYLOAD_MAX
     flow: flowplan.ProgramFlow | None = None  # events, buckets, clock
+    ifaces: tuple[tuple[str, ...], ...] = ()  # iif/oif name lists (bits of pfc_ifaces)
+    egress: bool = False  # tc: attached at clsact egress; cgroup: cgroup_skb/egress
+    program: str = ""  # the program's (function's) name
+
+    @property
+    def has_meta(self) -> bool:
+        return any(r.meta for r in self.rules)
+
+    @property
+    def reject_versions(self) -> frozenset[int]:
+        """The IP versions some ``reject`` rule may answer."""
+        return frozenset(v for r in self.rules if r.reject is not None
+                         for v in ([b.version for b in r.branches] or [4, 6]))
 
 
 # ------------------------------------------------------------------------------ matches
@@ -336,7 +352,8 @@ def branch(rule: ir.Rule, version: int) -> Branch:
     """One IP version's test. A ``redirect`` rule also needs the destination address
     present: with nothing to rewrite it does not hold (the interpreter's step 4)."""
     plans = [match_plan(m, version, rule.proto, name)
-             for m, name in zip(rule.matches, _set_names(rule, version), strict=True)]
+             for m, name in zip(rule.matches, _set_names(rule, version), strict=True)
+             if not firewall.is_meta(m)]
     if version == 6 and any(p.kind == "frag" for p in plans):
         raise ValueError("`frag` on an IPv6 rule (the checker forbids it)")
     ip_plans = tuple(p for p in plans if p.base == "ip")
@@ -369,13 +386,15 @@ def redirect_plan(rule: ir.Rule) -> RedirectPlan:
                         IP_FIELDS[version]["dst"][0], IP_FIELDS[version]["proto"][0], port)
 
 
-def rule_plan(rule: ir.Rule, slot: int = 0,
-              flow: flowplan.RuleFlow | None = None) -> RulePlan:
+def rule_plan(rule: ir.Rule, slot: int = 0, flow: flowplan.RuleFlow | None = None,
+              lists: tuple[tuple[str, ...], ...] = ()) -> RulePlan:
     versions = sorted(rule.family.versions) if rule.family is not ir.Family.ANY else []
     branches = tuple(branch(rule, v) for v in versions)
     redirect = redirect_plan(rule) if isinstance(rule.action, ir.Redirect) else None
+    mark = rule.action.value if isinstance(rule.action, ir.Mark) else 0
     return RulePlan(rule.index, rule.line, rule.action.name, describe(rule),
-                    branches, redirect, slot, flow)
+                    branches, redirect, slot, flow, firewall.rule_meta(rule, lists),
+                    firewall.reject_plan(rule), mark)
 
 
 # ------------------------------------------------------------------------------ program
@@ -396,13 +415,16 @@ def reach(plan: RulePlan, l2: int) -> int:
     return far
 
 
-def program_plan(policy: ir.Policy, hook: str) -> ProgramPlan:
-    """The program for ``hook``. Every rule and the default count the packets they
-    decide (count rules: those they held on) in ``pfc_counters``; a program with sets
-    (maps filled at load time) also has the ready map and its ``not_ready`` slot."""
+def program_plan(policy: ir.Policy, hook: str, program: str = "") -> ProgramPlan:
+    """The program for ``hook`` (``nfbpf``: a netfilter program, named ``program``).
+    Every rule and the default count the packets they decide (count rules: those they
+    held on) in ``pfc_counters``; a program with sets (maps filled at load time) also
+    has the ready map and its ``not_ready`` slot. A netfilter program reads the
+    devices' names at run time (no ``pfc_ifaces``: ``firewall.name_words``)."""
     flows = flowplan.rule_flows(policy)
     flow = flowplan.program_flow(policy, flows)
-    rules = [rule_plan(r, n, flows.get(r.index)) for n, r in enumerate(policy.rules)]
+    lists = firewall.iface_lists(policy)
+    rules = [rule_plan(r, n, flows.get(r.index), lists) for n, r in enumerate(policy.rules)]
     l4_versions = frozenset(b.version for r in rules for b in r.branches if b.l4_matches) | {
         r.redirect.version for r in rules if r.redirect}
     features = frozenset().union(*(rule_features(r) for r in policy.rules))
@@ -410,11 +432,19 @@ def program_plan(policy: ir.Policy, hook: str) -> ProgramPlan:
               for r in rules for b in r.branches for m in b.l4_matches)
     if hook == "socket" and "redirect" in features:
         raise ValueError("a socket filter cannot rewrite packets (`redirect`)")
-    l2 = 18 if hook == "xdp" else 14  # tc and sockets never see the tag
+    program = program or f"pfc_{hook.replace('-', '_')}"
+    egress = hook in ("tc-egress", "cgroup-egress")
+    hook = {"tc-egress": "tc", "cgroup-ingress": "cgroup", "cgroup-egress": "cgroup"}.get(
+        hook, hook)
+    copied = hook in ("socket", "nfbpf", "cgroup")  # read through a copy, not the packet
+    lists = () if hook == "nfbpf" else lists
+    l2 = 18 if hook == "xdp" else 0 if hook in ("nfbpf", "cgroup") else 14  # tc: no tag
     need = max((reach(r, l2) for r in rules), default=l2)
     sets = tuple(m.setmap for r in rules for b in r.branches for m in b.ip_matches
                  if m.setmap is not None)
-    slots = counters.slots(policy, bool(sets), bool(flow and flow.events))
-    rules = [r if r.action == "log" else replace(r, slot=slots.rules[r.index]) for r in rules]
+    slots = counters.slots(policy, bool(sets or lists), bool(flow and flow.events))
+    rules = [replace(r, slot=slots.rules[r.index]) if r.index in slots.rules else r
+             for r in rules]
     return ProgramPlan(hook, policy.default.value, rules, slots, l4_versions, need,
-                       features, far and hook != "socket", sets=sets, flow=flow)
+                       features, far and not copied, sets=sets, flow=flow,
+                       ifaces=lists, egress=egress, program=program)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import struct
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -37,8 +38,8 @@ from pfc.kernel import bpf
 from pfc.kernel.observation import KernelUnavailable, Observation
 from pfc.oracle.events import LogEvent
 
-XDP_DROP, XDP_PASS = 1, 2
-TC_ACT_OK, TC_ACT_SHOT = 0, 2
+XDP_DROP, XDP_PASS, XDP_TX = 1, 2, 3
+TC_ACT_OK, TC_ACT_SHOT, TC_ACT_REDIRECT = 0, 2, 7
 ETH_P_IP, ETH_P_IPV6 = 0x0800, 0x86DD
 PSEUDO_LINK = bytes(12) + b"\x88\xb5"
 # tc test runs refuse IPv4/IPv6 frames shorter than the fixed IP header (measured).
@@ -89,20 +90,54 @@ def verdict_of(hook: str, retval: int, frame: bytes) -> ir.Verdict:
     """The verdict a hook's return value means; anything else is a pfc bug."""
     if hook == "xdp" and retval in (XDP_DROP, XDP_PASS):
         return ir.Verdict.DROP if retval == XDP_DROP else ir.Verdict.PASS
-    if hook == "tc" and retval in (TC_ACT_OK, TC_ACT_SHOT):
+    if hook in ("tc", "tc-egress") and retval in (TC_ACT_OK, TC_ACT_SHOT):
         return ir.Verdict.DROP if retval == TC_ACT_SHOT else ir.Verdict.PASS
+    if hook.startswith("cgroup-") and retval in (0, 1):
+        return ir.Verdict.PASS if retval else ir.Verdict.DROP
     if hook == "socket" and retval in (0, len(frame)):
         return ir.Verdict.DROP if retval == 0 else ir.Verdict.PASS
     raise AssertionError(f"{hook} program returned {retval} on a {len(frame)}-byte frame")
+
+
+def sent_back(hook: str, retval: int) -> bool:
+    """Whether the program sent the (rewritten) frame back out of the device: a
+    ``reject``'s reply (XDP_TX; tc: bpf_redirect to the device's egress)."""
+    return (hook == "xdp" and retval == XDP_TX) or (hook == "tc" and retval == TC_ACT_REDIRECT)
 
 
 def tc_refuses(frame: bytes) -> bool:
     return len(frame) < TC_TEST_RUN_MIN.get(frame[12:14], 14)
 
 
+# Hooks whose test runs give the frame back as it left (a socket filter's and a cgroup
+# program's have the 14 bytes the run pulled zeroed).
+BYTES_OUT = frozenset(("xdp", "tc", "tc-egress"))
+NF_HOOKNUM = {"prerouting": 0, "input": 1, "forward": 2, "output": 3, "postrouting": 4}
+NFPROTO = {b"\x08\x00": (2, 20), b"\x86\xdd": (10, 40)}  # family, its fixed header
+
+
+def nf_test_run(hook: str, prog: bpf.Program, frame: bytes) -> ir.Verdict:
+    """A netfilter program's test run (``bpf_prog_test_run_nf``, the context a
+    ``struct nf_hook_state``: hook number and family): the namespace's loopback is the
+    hook's input and/or output device; every hook but output takes the Ethernet frame
+    (``eth_type_trans``), output the IP packet. The EtherType gives the family."""
+    hooknum = NF_HOOKNUM[hook.removeprefix("nf-").removeprefix("raw-")]
+    pf, header = NFPROTO.get(frame[12:14], (0, 0))
+    if not pf or not 14 + header <= len(frame) <= bpf.MAX_SKB_DATA:
+        raise TestRunRefused(f"{hook}: the test-run interface takes IPv4 and IPv6 packets "
+                             f"only, of at most {bpf.MAX_SKB_DATA} bytes")
+    data = frame[14:] if hooknum == NF_HOOKNUM["output"] else frame
+    retval = prog.test_run(data, ctx=bytes([hooknum, pf]) + bytes(46)).retval
+    if retval not in (0, 1):  # NF_DROP, NF_ACCEPT: the verifier allows no other
+        raise AssertionError(f"{hook} program returned {retval}")
+    return ir.Verdict.PASS if retval else ir.Verdict.DROP
+
+
 def test_run(hook: str, prog: bpf.Program, frame: bytes) -> tuple[ir.Verdict, bytes | None]:
     """One frame through ``BPF_PROG_TEST_RUN``: the verdict and, for XDP and tc, the
     bytes after the run (for a pass)."""
+    if hook.startswith("nf-"):
+        return nf_test_run(hook, prog, frame), None
     limit = bpf.MAX_XDP_DATA if hook == "xdp" else bpf.MAX_SKB_DATA
     data = PSEUDO_LINK + frame if hook == "socket" else frame
     if not bpf.MIN_DATA <= len(data) <= limit or (hook == "tc" and tc_refuses(frame)):
@@ -110,8 +145,65 @@ def test_run(hook: str, prog: bpf.Program, frame: bytes) -> tuple[ir.Verdict, by
                              "frame (docs/ebpf.md)")
     result = prog.test_run(data)
     verdict = verdict_of(hook, result.retval, frame)
-    out = result.data_out if hook != "socket" and verdict is ir.Verdict.PASS else None
+    out = result.data_out if hook in BYTES_OUT and verdict is ir.Verdict.PASS else None
     return verdict, out
+
+
+@dataclass(frozen=True)
+class Meta:
+    """What a test run tells the program besides the frame (whole firewalls): the
+    device (``ifindex``; 0: the test run's default, the namespace's loopback) and the
+    packet's mark. The ifindex must be a device of the calling thread's namespace."""
+
+    ifindex: int = 0
+    mark: int = 0
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One frame's test run: the verdict, the frame that left (a pass), the reply sent
+    back (a reject) and the packet's mark after the run."""
+
+    verdict: ir.Verdict
+    out: bytes | None
+    reply: bytes | None
+    mark: int
+
+
+SKB_CTX = 192  # sizeof(struct __sk_buff): mark at 8, ingress_ifindex 36, ifindex 40
+
+
+def context(hook: str, size: int, meta: Meta) -> bytes | None:
+    """The test run's context for ``meta``: ``struct xdp_md`` (ingress_ifindex) or
+    ``struct __sk_buff`` (mark, ifindex and ingress_ifindex); None: the default."""
+    if meta == Meta():
+        return None
+    if hook == "xdp":
+        return struct.pack("<6I", 0, size, 0, meta.ifindex, 0, 0)
+    ctx = bytearray(SKB_CTX)
+    struct.pack_into("<I", ctx, 8, meta.mark)
+    struct.pack_into("<I", ctx, 36, meta.ifindex)
+    struct.pack_into("<I", ctx, 40, meta.ifindex)
+    return bytes(ctx)
+
+
+def test_run_in(hook: str, prog: bpf.Program, frame: bytes, meta: Meta) -> Ran:
+    """:func:`test_run` on a device, with a mark: what the program did, what it sent
+    back (``reject``) and the mark it left (``mark ... to N``; XDP has none)."""
+    limit = bpf.MAX_XDP_DATA if hook == "xdp" else bpf.MAX_SKB_DATA
+    data = PSEUDO_LINK + frame if hook == "socket" else frame
+    if not bpf.MIN_DATA <= len(data) <= limit or (hook.startswith("tc") and tc_refuses(frame)):
+        raise TestRunRefused(f"{hook}: the test-run interface refuses a {len(frame)}-byte "
+                             "frame (docs/ebpf.md)")
+    result = prog.test_run(data, ctx=context(hook, len(data), meta))
+    mark = meta.mark
+    if hook != "xdp" and result.ctx_out:
+        mark = struct.unpack_from("<I", result.ctx_out, 8)[0]
+    if sent_back(hook, result.retval):
+        return Ran(ir.Verdict.DROP, None, result.data_out, mark)
+    verdict = verdict_of(hook, result.retval, frame)
+    out = result.data_out if hook in BYTES_OUT and verdict is ir.Verdict.PASS else None
+    return Ran(verdict, out, None, mark)
 
 
 def all_counters(artifact: Artifact, obj: bpf.Object) -> dict[int | str, tuple[int, int]]:
@@ -137,7 +229,8 @@ def observed_counters(artifact: Artifact, obj: bpf.Object) -> dict[int | str, tu
     return found
 
 
-def run(artifact: Artifact, frames: list[bytes]) -> Observation:
+def run(artifact: Artifact, frames: list[bytes],
+        metas: list[Meta] | None = None) -> Observation:
     """Every frame through the artifact's program; counters reset before, read after.
 
     A program with token buckets (``log ... rate``, ``limit``) judges the frames as one
@@ -145,16 +238,37 @@ def run(artifact: Artifact, frames: list[bytes]) -> Observation:
     clock map (``pfc_clock``) holding one time for the whole run — what the
     interpreter gives for a sequence whose times are all 0 (``equiv.compare`` judges a
     stateful policy so); :func:`run_timed` runs sequences at given times. The frames
-    tc test runs refuse then go through the real hook in order with the others."""
+    tc test runs refuse then go through the real hook in order with the others.
+
+    ``metas`` (one per frame: whole firewalls): the device and mark of each run; the
+    observation then has the replies and marks, and every frame must be one the test
+    runs take (:class:`TestRunRefused` otherwise)."""
     stateful = bool(artifact.meta.get("clock"))
     if stateful and _privileges():
         raise KernelUnavailable(_privileges())
     obj = ebpf_maps.open_filled(artifact) if stateful else loaded(artifact)
     try:
+        if metas is not None:
+            return _run_in(artifact, obj, frames, metas, stateful)
         return _run(artifact, obj, frames, stateful)
     finally:
         if stateful:
             obj.close()
+
+
+def _run_in(artifact: Artifact, obj: bpf.Object, frames: list[bytes], metas: list[Meta],
+            stateful: bool) -> Observation:
+    from pfc.backends.ebpf.events import CLOCK_MAP
+
+    prog = obj.programs[artifact.meta["program"]]
+    obj.maps[artifact.meta["counters"]].reset()
+    if stateful:
+        obj.maps[CLOCK_MAP].update(0, CLOCK_BASE.to_bytes(8, "little"))
+    runs = [test_run_in(artifact.hook, prog, f, m)
+            for f, m in zip(frames, metas, strict=True)]
+    return Observation([r.verdict for r in runs], [r.out for r in runs],
+                       observed_counters(artifact, obj), [r.reply for r in runs],
+                       [r.mark for r in runs])
 
 
 def _run(artifact: Artifact, obj: bpf.Object, frames: list[bytes],

@@ -102,8 +102,8 @@ class Session:
         if meta["files"]["ipset"]:
             _call(["ipset", "restore"], files[meta["files"]["ipset"]].decode())
         for family, init, main in ((4, "init4", "ipv4"), (6, "init6", "ipv6")):
-            _call([_tool(family, flavour), "--noflush"], files[meta["files"][init]].decode())
-            _call([_tool(family, flavour), "--noflush"], files[meta["files"][main]].decode())
+            _call([_tool(family, flavour), "-w", "--noflush"], files[meta["files"][init]].decode())
+            _call([_tool(family, flavour), "-w", "--noflush"], files[meta["files"][main]].decode())
         self._observe(meta)
 
     def _observe(self, meta: dict) -> None:
@@ -111,7 +111,7 @@ class Session:
         mark = f"-m mac --mac-source {_mac(MARK_MAC)}"
         sent = f"-i {self.lab.dut} -m mac --mac-source {_mac(SEND_MAC)}"
         for family in TOOLS:
-            _call([_tool(family, flavour), "--noflush"],
+            _call([_tool(family, flavour), "-w", "--noflush"],
                   f"*raw\n-A OUTPUT -j DROP\nCOMMIT\n"
                   f"*{meta['table']}\n:{GATE} - [0:0]\n-A {GATE} {sent} -j RETURN\n"
                   f"-A {GATE} -j DROP\n-I {meta['base']} 1 -j {GATE}\n"

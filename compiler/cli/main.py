@@ -24,6 +24,7 @@ from pfc.cli.check import CHECK, FMT
 from pfc.cli.common import CONTEXT, Command, UsageError, print_diagnostics
 from pfc.cli.compile import COMPILE, TARGETS
 from pfc.cli.events.log import LOG
+from pfc.cli.importing.command import IMPORT
 from pfc.cli.load import LOAD, UNLOAD
 from pfc.cli.lsp import LSP
 from pfc.cli.output import OutputError, shown
@@ -36,8 +37,9 @@ from pfc.frontend.diagnostics import CompileError, suggest
 from pfc.frontend.pipeline import COMMAND
 
 # Every command, in `pfc --help` order.
-COMMANDS: tuple[Command, ...] = (CHECK, FMT, COMPILE, RUN, FRAMES, VERIFY, DIFF, PROVE, BENCH,
-                                 LOAD, UNLOAD, STATUS, LOG, APPLY, SET, TARGETS, LSP)
+COMMANDS: tuple[Command, ...] = (CHECK, FMT, IMPORT, COMPILE, RUN, FRAMES, VERIFY, DIFF,
+                                 PROVE, BENCH, LOAD, UNLOAD, STATUS, LOG, APPLY, SET,
+                                 TARGETS, LSP)
 
 DESCRIPTION = """\
 pfc compiles one packet-filter policy language to every Linux hook (classic BPF,
@@ -55,7 +57,7 @@ A policy is a file of rules, one per line, tried top to bottom:
 
 # Commands whose --format json is a report on stdout (compile's --format is the artifact's).
 REPORTS = frozenset(("check", "run", "verify", "bench", "status", "targets", "apply",
-                     "diff", "prove", "set", "load"))
+                     "diff", "prove", "set", "load", "import"))
 EX_SOFTWARE = 70  # sysexits.h: an internal software error
 EXIT_CODES = """\
 exit codes:

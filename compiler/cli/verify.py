@@ -41,6 +41,12 @@ def _args(p: argparse.ArgumentParser) -> None:
                         "(default: ./pfc-verify)")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text: a table; json: one object for CI systems (docs/json.md)")
+    p.add_argument("--against", action="append", metavar="ORIGINAL",
+                   help="the ruleset FILE was imported from (`pfc import`; twice for an "
+                        "iptables-save dump and its ip6tables-save twin): the original "
+                        "loaded in one host lab, FILE compiled for its kind (nft or "
+                        "iptables, or --targets T) in another, the same traffic into "
+                        "both, compared packet by packet (docs/import.md)")
     p.add_argument("--kernel", metavar="LIST",
                    help="verify inside these kernels instead: comma-separated series "
                         "(5.10, 6.1, 6.12: Debian's, booted in the kernel lab under qemu) "
@@ -77,6 +83,8 @@ def _frames(args: argparse.Namespace) -> tuple[list[bytes], int]:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    if args.against:
+        return _against(args)
     if getattr(args, "kernel", None) is not None:
         return _verify_kernels(args)
     targets, explicit = _targets(args)
@@ -121,6 +129,40 @@ def _verify(args: argparse.Namespace) -> int:
     if any(environment for *_, environment in empty):
         return 2
     return 1 if failed or empty else 0
+
+
+def _against(args: argparse.Namespace) -> int:
+    """``--against``: one policy, its original, one target: 0 agree, 1 differ."""
+    from pfc.importers.original import LoadFailed
+    from pfc.kernel.netns import missing_privileges
+    if len(args.files) != 1 or len(args.against) > 2:
+        raise UsageError("--against compares one policy with the ruleset it was imported "
+                         "from (one file, or an iptables dump and its ip6tables twin)")
+    why = missing_privileges()
+    if why is not None:
+        raise UsageError(f"--against loads both rulesets in namespaces: {why}")
+    compiled = load(args.files[0])
+    if not compiled.ok:
+        print_diagnostics(compiled.diagnostics, compiled.sources)
+        return 1
+    target = None if args.targets == "all" else args.targets
+    try:
+        report = api.verify_against(compiled, args.against, target=target,
+                                    n=args.frames or 300, seed=args.seed)
+    except (OSError, LoadFailed) as exc:
+        raise UsageError(shown(str(exc))) from exc
+    if args.format == "json":
+        print_json({"ok": report.ok, "target": report.target, "items": report.items,
+                    "agree": report.agree, "differences": [
+                        {"item": d.item + 1, "what": d.what, "expected": d.expected,
+                         "got": d.got} for d in report.differences]})
+    else:
+        print(f"{shown(compiled.source.name)} against {shown(', '.join(args.against))} "
+              f"on {report.target}: {report.items} packets, {report.agree} alike, "
+              f"{len(report.differences)} difference(s)")
+        for d in report.differences[:10]:
+            print("  " + shown(d.describe()[:300]))
+    return 0 if report.ok else 1
 
 
 def _nothing_verified(results) -> str | None:

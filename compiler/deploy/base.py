@@ -70,7 +70,9 @@ def effective_caps() -> set[int]:
 
 def check_privileges(target: str | None, netns: str | None, command: str = "load") -> None:
     """LoadError naming the capability that is missing, before anything is done
-    (``target`` None: every target, as ``pfc status`` reads them all)."""
+    (``target`` None: every target, as ``pfc status`` reads them all). CAP_SYS_ADMIN
+    only to enter another namespace: the one pfc runs in needs no setns (a container
+    with the host's network runs `pfc apply` with CAP_NET_ADMIN alone for nft)."""
     caps = effective_caps()
     if CAP_NET_ADMIN not in caps:
         what = f"`pfc {command} --target {target}`" if target else f"`pfc {command}`"
@@ -79,7 +81,7 @@ def check_privileges(target: str | None, netns: str | None, command: str = "load
     if target in ("xdp", "tc", None) and not caps & {CAP_BPF, CAP_SYS_ADMIN}:
         raise LoadError("missing privileges: loading eBPF programs needs CAP_BPF "
                         "(or CAP_SYS_ADMIN)", hint="run as root (sudo pfc ...)")
-    if netns and CAP_SYS_ADMIN not in caps:
+    if netns and CAP_SYS_ADMIN not in caps and netns != current_netns():
         raise LoadError("missing privileges: entering a network namespace (--netns) "
                         "needs CAP_SYS_ADMIN", hint="run as root (sudo pfc ...)")
 

@@ -331,7 +331,7 @@ def set_maps(artifact) -> list[dict]:
 
     out = []
     for r in ebpf_maps.maps_of(artifact):
-        if r["type"] == "data":  # the classifier's tables: part of the program
+        if r["type"] in ("data", "ifaces"):  # the classifier's tables, iif/oif: no set
             continue
         prefixes = ebpf_maps.int_prefixes(r)
         out.append({k: v for k, v in r.items() if k != "prefixes"}

@@ -63,8 +63,15 @@ def tool(family: int, flavour: str, what: str = "") -> str:
     return f"{TOOLS[family]}-{flavour}" + (f"-{what}" if what else "")
 
 
+def restore_argv(family: int, flavour: str, *args: str) -> list[str]:
+    """``iptables-restore`` with ``-w``: iptables-legacy waits for the xtables lock
+    another tool (Docker, fail2ban, a second pfc) holds instead of failing at once;
+    iptables-nft takes and ignores it."""
+    return [tool(family, flavour, "restore"), "-w", *args]
+
+
 def restore(family: int, flavour: str, text: str) -> None:
-    call([tool(family, flavour, "restore"), "--noflush"], text)
+    call(restore_argv(family, flavour, "--noflush"), text)
 
 
 # ------------------------------------------------------------------- what is there
@@ -153,7 +160,7 @@ def switch(flavour: str, texts: dict[int, str]) -> None:
     pfc nor a Ctrl-C stops it between the families (pfc waits for it, Ctrl-C or not).
     The tests' kill point ``families`` kills it and pfc after the first one."""
     tools = [tool(f, flavour, "restore") for f in texts]
-    steps = [f'printf %s "${i + 1}" | "${len(texts) + i + 1}" --noflush || exit {i + 3}'
+    steps = [f'printf %s "${i + 1}" | "${len(texts) + i + 1}" -w --noflush || exit {i + 3}'
              for i in range(len(texts))]
     if journal.kill_requested("families"):
         steps.insert(1, "kill -9 $PPID $$")

@@ -60,6 +60,7 @@ from pfc.deploy.ipt_kernel import (
     has_base,
     has_table,
     restore,
+    restore_argv,
     sets_present,
     states,
     switch,
@@ -179,7 +180,7 @@ def ipt_check(plan: Plan, previous: state.Record | None) -> list[str]:
             if set_text:
                 call(["ipset", "restore"], set_text)
             for f in TOOLS:
-                call([tool(f, where["flavour"], "restore"), "--test", "--noflush"], texts[f])
+                call(restore_argv(f, where["flavour"], "--test", "--noflush"), texts[f])
         except Failed as exc:
             raise LoadError(f"the kernel would refuse the iptables rules: {exc}",
                             hint="check the rules with `pfc compile --target iptables`") \

@@ -126,6 +126,9 @@ _SIGNATURES = {
     "bpf_program__name": (ctypes.c_char_p, [ctypes.c_void_p]),
     "bpf_program__fd": (ctypes.c_int, [ctypes.c_void_p]),
     "bpf_program__type": (ctypes.c_int, [ctypes.c_void_p]),
+    "bpf_program__section_name": (ctypes.c_char_p, [ctypes.c_void_p]),
+    "bpf_program__set_type": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
+    "bpf_program__set_expected_attach_type": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
     "bpf_map__name": (ctypes.c_char_p, [ctypes.c_void_p]),
     "bpf_map__fd": (ctypes.c_int, [ctypes.c_void_p]),
     "bpf_map__type": (ctypes.c_int, [ctypes.c_void_p]),
@@ -217,6 +220,7 @@ class TestRun:
     retval: int
     data_out: bytes
     duration: int
+    ctx_out: bytes = b""  # the context after the run (``ctx``: the same size)
 
 
 class Program:
@@ -231,10 +235,14 @@ class Program:
     def fd(self) -> int:
         return _check(lib().bpf_program__fd(self._handle), f"program {self.name}: fd")
 
-    def test_run(self, data: bytes, repeat: int = 1, out_size: int | None = None) -> TestRun:
+    def test_run(self, data: bytes, repeat: int = 1, out_size: int | None = None,
+                 ctx: bytes | None = None) -> TestRun:
         """``bpf_prog_test_run_opts`` on ``data``; ``repeat`` ≥ 1 runs it that many
-        times (duration is the mean). Raises BpfError (EINVAL for data the test-run
-        interface refuses, see the module docstring)."""
+        times (duration is the mean). ``ctx``: the program's context to start from
+        (``struct __sk_buff``: ``mark``, ``ifindex``, ``ingress_ifindex``; ``struct
+        xdp_md``: ``ingress_ifindex``, ``data_end``; ``struct nf_hook_state``: ``hook``,
+        ``pf``), read back into ``ctx_out``. Raises BpfError (EINVAL for data the
+        test-run interface refuses, see the module docstring)."""
         size = out_size if out_size is not None else len(data) + 4096
         data_in = ctypes.create_string_buffer(data, len(data))
         data_out = ctypes.create_string_buffer(size)
@@ -242,9 +250,16 @@ class Program:
                            data_in=ctypes.cast(data_in, ctypes.c_void_p),
                            data_out=ctypes.cast(data_out, ctypes.c_void_p),
                            data_size_in=len(data), data_size_out=size, repeat=repeat)
+        if ctx is not None:
+            ctx_in = ctypes.create_string_buffer(ctx, len(ctx))
+            ctx_out = ctypes.create_string_buffer(len(ctx))
+            opts.ctx_in = ctypes.cast(ctx_in, ctypes.c_void_p)
+            opts.ctx_out = ctypes.cast(ctx_out, ctypes.c_void_p)
+            opts.ctx_size_in = opts.ctx_size_out = len(ctx)
         _check(lib().bpf_prog_test_run_opts(self.fd, ctypes.byref(opts)),
                f"test run of {self.name} on {len(data)} bytes")
-        return TestRun(opts.retval, data_out.raw[:opts.data_size_out], opts.duration)
+        return TestRun(opts.retval, data_out.raw[:opts.data_size_out], opts.duration,
+                       ctx_out.raw[:opts.ctx_size_out] if ctx is not None else b"")
 
 
 class Map:
@@ -355,6 +370,18 @@ class Map:
             self.update(key, zero)
 
 
+NEW_SECTIONS = {"netfilter": (32, 45)}  # prog, attach type libbpf 1.1 lacks (Linux 6.4)
+
+
+def _type_new_sections(handle: int) -> None:  # before load: the type by the section
+    so, prog = lib(), None
+    while prog := so.bpf_object__next_program(handle, prog):
+        types = NEW_SECTIONS.get(so.bpf_program__section_name(prog).decode())
+        if types and so.bpf_program__type(prog) == 0:  # BPF_PROG_TYPE_UNSPEC
+            so.bpf_program__set_type(prog, types[0])
+            so.bpf_program__set_expected_attach_type(prog, types[1])
+
+
 class Object:
     """An ELF object opened from memory and loaded into the kernel.
 
@@ -384,6 +411,7 @@ class Object:
                 raise BpfError(ctypes.get_errno() or errno.EINVAL,
                                f"cannot open BPF object {self.name}", cap.text)
             self._handle = handle
+            _type_new_sections(handle)
             ret = so.bpf_object__load(handle)
         if ret < 0:
             log = self._log.value.decode(errors="replace")

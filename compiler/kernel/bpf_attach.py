@@ -20,6 +20,8 @@ namespace (libbpf opens a netlink socket per call) and on the host's bpffs.
   ``bpf_prog_get_info_by_fd``, added in 1.2): the info structs are read at their
   ``linux/bpf.h`` offsets.
 - per-CPU array reads by fd (``bpf_map_lookup_elem``), for counters of pinned maps.
+- netfilter links (Linux 6.4): ``BPF_LINK_CREATE`` by the bpf syscall (:func:`nf_link`).
+- cgroup skb programs: ``bpf_prog_attach`` / ``bpf_prog_detach2`` (:func:`cgroup_attach`).
 
 Measured on Linux 6.18 (tests/deploy/test_load.py pins them): an XDP attach without REPLACE
 over an attached program fails EBUSY ("XDP program already attached"); REPLACE with
@@ -95,6 +97,9 @@ _SIGNATURES = {
     "bpf_prog_get_fd_by_id": (ctypes.c_int, [ctypes.c_uint32]),
     "bpf_map_get_fd_by_id": (ctypes.c_int, [ctypes.c_uint32]),
     "bpf_map_lookup_elem": (ctypes.c_int, [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]),
+    "bpf_prog_attach": (ctypes.c_int, [ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                       ctypes.c_uint]),
+    "bpf_prog_detach2": (ctypes.c_int, [ctypes.c_int, ctypes.c_int, ctypes.c_int]),
 }
 lib = bpf.typed(_SIGNATURES)
 
@@ -191,24 +196,29 @@ def tc_hook_destroy(ifindex: int) -> None:
           ctypes.byref(_hook(ifindex, BPF_TC_INGRESS | BPF_TC_EGRESS)))
 
 
+def _point(egress: bool) -> int:
+    return BPF_TC_EGRESS if egress else BPF_TC_INGRESS
+
+
 def tc_attach(ifindex: int, prog_fd: int, handle: int, priority: int,
-              replace: bool) -> int:
-    """Attach at ingress, ``handle``/``priority`` fixed; ``replace`` swaps the program
+              replace: bool, egress: bool = False) -> int:
+    """Attach at ingress (``egress``: at egress, a tc-egress program's
+    ``meta["tc_attach"]``), ``handle``/``priority`` fixed; ``replace`` swaps the program
     of an existing filter in place (``NLM_F_REPLACE``), without it EEXIST if one is
     there. Returns the program id the kernel reports."""
     opts = _opts(handle, priority, prog_fd, BPF_TC_F_REPLACE if replace else 0)
     _call(f"tc attach on ifindex {ifindex}", lib().bpf_tc_attach,
-          ctypes.byref(_hook(ifindex)), ctypes.byref(opts))
+          ctypes.byref(_hook(ifindex, _point(egress))), ctypes.byref(opts))
     return opts.prog_id
 
 
-def tc_query(ifindex: int, handle: int, priority: int) -> int | None:
-    """The program id of the bpf filter at ``handle``/``priority`` on ingress, or None
-    (no clsact qdisc, no such filter)."""
+def tc_query(ifindex: int, handle: int, priority: int, egress: bool = False) -> int | None:
+    """The program id of the bpf filter at ``handle``/``priority`` on ingress (or
+    egress), or None (no clsact qdisc, no such filter)."""
     opts = _opts(handle, priority)
     try:
         _call(f"tc query on ifindex {ifindex}", lib().bpf_tc_query,
-              ctypes.byref(_hook(ifindex)), ctypes.byref(opts))
+              ctypes.byref(_hook(ifindex, _point(egress))), ctypes.byref(opts))
     except BpfError as exc:
         if exc.errno in (errno.ENOENT, errno.EINVAL, errno.ENODEV):
             return None
@@ -216,9 +226,9 @@ def tc_query(ifindex: int, handle: int, priority: int) -> int | None:
     return opts.prog_id
 
 
-def tc_detach(ifindex: int, handle: int, priority: int) -> None:
+def tc_detach(ifindex: int, handle: int, priority: int, egress: bool = False) -> None:
     _call(f"tc detach on ifindex {ifindex}", lib().bpf_tc_detach,
-          ctypes.byref(_hook(ifindex)), ctypes.byref(_opts(handle, priority)))
+          ctypes.byref(_hook(ifindex, _point(egress))), ctypes.byref(_opts(handle, priority)))
 
 
 # -------------------------------------------------------------------------- pins, info
@@ -363,3 +373,52 @@ def mount_bpffs(path: str) -> None:
     if libc.mount(b"bpf", os.fsencode(path), b"bpf", 0, None) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"cannot mount a bpf filesystem on {path}: {os.strerror(err)}")
+
+
+# -------------------------------------------------------------------- netfilter links
+
+BPF_LINK_CREATE, BPF_NETFILTER = 28, 45
+NFPROTO = {4: 2, 6: 10}  # NFPROTO_IPV4, NFPROTO_IPV6
+SYS_BPF = {"x86_64": 321, "aarch64": 280}
+
+
+def nf_link(prog_fd: int, version: int, hooknum: int, priority: int) -> int:
+    """A bpf link of a netfilter program at hook ``hooknum`` (NF_INET_*) and
+    ``priority`` for IP ``version`` in the calling thread's namespace (Linux 6.4):
+    ``BPF_LINK_CREATE`` with the ``netfilter`` attributes, by the bpf syscall (libbpf
+    1.1 has no ``bpf_program__attach_netfilter``). The link's fd: closing it (the last
+    reference) detaches the program."""
+    attr = ctypes.create_string_buffer(64)  # union bpf_attr, link_create; the rest 0
+    fields = (prog_fd, 0, BPF_NETFILTER, 0, NFPROTO[version], hooknum)
+    for at, value in enumerate(fields):
+        attr[at * 4:at * 4 + 4] = value.to_bytes(4, "little")
+    attr[24:28] = priority.to_bytes(4, "little", signed=True)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    fd = libc.syscall(ctypes.c_long(SYS_BPF[os.uname().machine]),
+                      ctypes.c_long(BPF_LINK_CREATE), attr, ctypes.c_ulong(len(attr)))
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise BpfError(err, f"cannot link the netfilter program (hook {hooknum}, priority "
+                            f"{priority}, IPv{version})")
+    return fd
+
+
+# ---------------------------------------------------------------------- cgroup programs
+
+CGROUP_INET = {"ingress": 0, "egress": 1}  # BPF_CGROUP_INET_INGRESS, _EGRESS
+BPF_F_ALLOW_MULTI = 1 << 1
+
+
+def cgroup_attach(prog_fd: int, cgroup_fd: int, direction: str) -> None:
+    """Attach a cgroup_skb program to the cgroup (v2) open as ``cgroup_fd`` for its
+    ``ingress`` or ``egress``, beside the programs already there (``BPF_F_ALLOW_MULTI``:
+    a packet passes only if every one passes it). It judges the sockets created in that
+    cgroup (and its descendants)."""
+    _call(f"attaching to the cgroup ({direction})", lib().bpf_prog_attach, prog_fd,
+          cgroup_fd, CGROUP_INET[direction], BPF_F_ALLOW_MULTI)
+
+
+def cgroup_detach(prog_fd: int, cgroup_fd: int, direction: str) -> None:
+    _call(f"detaching from the cgroup ({direction})", lib().bpf_prog_detach2, prog_fd,
+          cgroup_fd, CGROUP_INET[direction])

@@ -24,6 +24,10 @@ class Observation:
     verdicts: list[ir.Verdict]
     frames_out: list[bytes | None]
     counters: dict[int, tuple[int, int]] | None = None
+    # whole firewalls (v2): per frame, the reply a `reject` sent back out of the device
+    # (None: none) and the packet's mark as it left the hook; None: not observed
+    replies: list[bytes | None] | None = None
+    marks: list[int] | None = None
 
 
 class KernelUnavailable(RuntimeError):

@@ -278,7 +278,7 @@ def _iptables(artifact) -> None:
         _call(["ipset", "restore"], files[names["ipset"]])
     for tool, init, main in (("iptables", "init4", "ipv4"), ("ip6tables", "init6", "ipv6")):
         for name in (init, main):
-            _call([f"{tool}-nft-restore", "--noflush"], files[names[name]])
+            _call([f"{tool}-nft-restore", "-w", "--noflush"], files[names[name]])
 
 
 def _call(argv: list[str], data: bytes) -> None:

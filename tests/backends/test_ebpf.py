@@ -70,10 +70,11 @@ def supported(example: Path, hook: str) -> bool:
 
 # ------------------------------------------------------------------------ no kernel
 
-def test_three_targets_one_hook_each():
+def test_three_targets_their_hooks():
     for hook in HOOKS:
         b = backends.get(hook)
-        assert b.hooks == (hook,) and b.formats == ("o", "c") and b.run is not None
+        assert b.hooks[0] == hook and b.formats == ("o", "c") and b.run is not None
+    assert backends.get("tc").hooks == ("tc", "tc-egress")
     assert "redirect" not in backends.get("socket").supports
     assert {"redirect", "count", "payload", "ipv6", "non-ip"} <= backends.get("xdp").supports
 

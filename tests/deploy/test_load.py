@@ -773,3 +773,23 @@ def rules_only(save: str) -> list[str]:
     builtin = {"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"}
     return [ln for ln in save.splitlines() if ln.startswith("-") or
             (ln.startswith(":") and ln.split()[0][1:] not in builtin)]
+
+
+def test_iptables_legacy_waits_for_the_xtables_lock(lab, tmp_path, monkeypatch):
+    """Docker, fail2ban or a second iptables run hold /run/xtables.lock for a moment:
+    pfc's legacy restores wait for it (``-w``) instead of failing the load with
+    "Another app is currently holding the xtables lock"."""
+    from pfc.deploy import iptables as load_ipt
+
+    monkeypatch.setattr(load_ipt, "system_flavour", lambda: "legacy")
+    path = policy_file(tmp_path, COUNTING)
+    holder = subprocess.Popen(["flock", "/run/xtables.lock", "sh", "-c",
+                               "echo held; sleep 2"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"  # the lock is taken before the load
+        code, _, err = load(lab, "iptables", [], path)
+    finally:
+        holder.wait()
+    assert code == 0, err
+    assert entry(lab, "iptables")["health"] == "ok"
+    assert pfc("unload", "--target", "iptables", "--dev", lab.dut, "--netns", lab.name)[0] == 0

@@ -23,7 +23,7 @@ from pfc.deploy.base import LoadError, check_privileges, in_netns, scratch_netns
 from pfc.deploy.firewall import ebpf, ipt, nft
 from pfc.deploy.firewall.commit import _targets, build, rows
 from pfc.deploy.firewall.loader import DEV, TARGET, _part, _prev, fw_inspect
-from pfc.deploy.ipt_kernel import TOOLS, Failed, call, tool
+from pfc.deploy.ipt_kernel import TOOLS, Failed, call, restore_argv
 from pfc.deploy.preview import Preview
 from pfc.frontend.diagnostics import CompileError
 
@@ -98,7 +98,7 @@ def _iptables(artifacts: list, previous, force: bool) -> list[str]:
             if texts["sets"]:
                 call(["ipset", "restore"], texts["sets"])
             for f in TOOLS:
-                call([tool(f, a["flavour"], "restore"), "--test", "--noflush"],
+                call(restore_argv(f, a["flavour"], "--test", "--noflush"),
                      texts["chains"][f])
         except Failed as exc:
             raise LoadError(f"the kernel would refuse the iptables rules: {exc}",

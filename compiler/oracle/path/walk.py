@@ -331,9 +331,10 @@ def ingress_frame(frame: bytes, kind: str) -> bytes | None:
     MACs swapped, the VLAN tag kept (``nft_reject_netdev`` puts it back), the reply
     nft netdev builds."""
     view = read_frame(frame)
-    if view.version is None:
-        return None
-    answer = ingress_reply(frame[view.l3:], kind)
+    received = frame[view.l3:] if view.version is not None else b""
+    if not received or received[0] >> 4 != view.version:
+        return None  # nft_reject_netdev: the EtherType's family, whose checks want it
+    answer = ingress_reply(received, kind)
     if answer is None:
         return None
     return frame[6:12] + frame[0:6] + frame[12:view.l3 - 2] + ETH_IP[view.version] + answer

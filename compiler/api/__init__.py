@@ -22,47 +22,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pfc import backends
+from pfc.api.common import DryRun, PolicyInput, front, set_file_changes
 from pfc.backends.base import Artifact
 from pfc.build import OptionError, build_artifact, check_ruleset
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import CompileError, Diagnostic
-from pfc.frontend.pipeline import Compiled, compile_path, compile_text
+from pfc.frontend.pipeline import Compiled
 from pfc.oracle import interp
 from pfc.oracle.events import LogEvent
 
 if TYPE_CHECKING:
     from pfc.deploy.apply import Outcome
     from pfc.deploy.load import Result, Status
-    from pfc.deploy.preview import Preview
     from pfc.deploy.sets import Change as SetChange
-    from pfc.oracle.path.walk import Journey
-    from pfc.prove.diff import Result as DiffResult
-    from pfc.prove.sets import SetChange as ListChange
     from pfc.verifier.run import TargetResult
     from pfc.verifier.whole import FirewallResult
-
-PolicyInput = str | os.PathLike | Compiled
-
-
-def front(policy: PolicyInput) -> Compiled:
-    """The front end's result for a policy (text, path or Compiled): the checked IR and
-    every diagnostic. Never raises for errors in the policy; OSError if a file cannot
-    be read."""
-    if isinstance(policy, Compiled):
-        return policy
-    if isinstance(policy, os.PathLike):
-        return compile_path(Path(policy))
-    if isinstance(policy, str):
-        if "\n" not in policy and policy.rstrip().endswith(".pf"):
-            return compile_path(policy.rstrip())
-        return compile_text(policy)
-    raise TypeError(f"a policy is text, a path or a Compiled, not {type(policy).__name__}")
-
 
 def check(policy: PolicyInput, *, targets: Iterable[str] = (),
           dev: str | None = None) -> list[Diagnostic]:
@@ -152,32 +130,6 @@ def run(policy: PolicyInput | ir.Policy,
     return interp.run(checked, frames, times=times, outgoing=set(outgoing))
 
 
-def walk(policy: PolicyInput, frames: Iterable[bytes] | str | os.PathLike, iif: str,
-         times: Iterable[int] | None = None, outgoing: Iterable[int] = ()) -> list[Journey]:
-    """``pfc run`` of a whole firewall: every frame (bytes, or a pcap file) through the
-    path interpreter (semantics.md "The path of a packet") as received on ``iif``, one
-    host over time (``times`` in ns); those at positions ``outgoing`` sent by the host
-    (from their IP header). One :class:`~pfc.oracle.path.walk.Journey` per frame.
-    CompileError (errors, or not a whole firewall); ValueError for an unknown ``iif``."""
-    from pfc.oracle.path.walk import Walker
-
-    ruleset = front(policy).require_ruleset()
-    walker = Walker(ruleset)
-    if walker.host.port(iif) is None:
-        names = ", ".join(p.name for p in walker.host.ports)
-        raise ValueError(f"the firewall's host has no interface `{iif}` (it has {names})")
-    if isinstance(frames, str | os.PathLike):
-        from pfc.oracle.pcap import read_capture
-
-        capture = read_capture(frames)
-        frames, times, outgoing = capture.frames, capture.times, capture.outgoing
-    frames = list(frames)
-    times = list(times) if times is not None else [0] * len(frames)
-    sent = set(outgoing)
-    return [walker.send(f[14:], t) if n in sent else walker.receive(f, iif, t)
-            for n, (f, t) in enumerate(zip(frames, times, strict=True))]
-
-
 def verify(policy: PolicyInput, targets: Iterable[str] | None = None, *,
            frames: int | None = None, seed: int = 0,
            pcap_dir: str | os.PathLike | None = None,
@@ -218,27 +170,6 @@ def verify(policy: PolicyInput, targets: Iterable[str] | None = None, *,
     return verify_all(request, progress or (lambda _: None))
 
 
-def verify_firewall(policy: PolicyInput, targets: Iterable[str] = (), *,
-                    packets: int = 300, seed: int = 0,
-                    progress: Callable[[str], None] | None = None,
-                    tick: Callable[[int], None] | None = None) -> list[FirewallResult]:
-    """``pfc verify`` of a whole firewall (docs/verify.md "Whole firewalls"): for each
-    of ``targets`` (a list as ``pfc compile --target`` takes it, ``"xdp,nft"``; default
-    ``nft``) the parts loaded into a throw-away host built from the file, ``packets``
-    generated packets (and conversations) compared with the path interpreter's.
-    ``progress(list)`` as each list starts, ``tick(n)`` after each packet."""
-    from pfc.verifier.whole import assignments, verify_file
-
-    compiled = front(policy)
-    ruleset = compiled.require_ruleset()
-    out = []
-    for chosen in assignments(list(targets)):
-        (progress or (lambda _: None))(",".join(chosen))
-        out.append(verify_file(ruleset, chosen, n=packets, seed=seed,
-                               tick=tick or (lambda _: None)))
-    return out
-
-
 def _frames_of(pcap: str | os.PathLike | Iterable[bytes] | None) -> list[bytes]:
     if pcap is None:
         return []
@@ -261,62 +192,6 @@ def load(policy: PolicyInput, target: str, dev: str, *, netns: str | None = None
     compiled = front(policy)
     artifact = compile(compiled, target, hook=hook, dev=dev, table=table, audit=audit)
     return load_compiled(compiled, target, dev, netns, force, mode, hook, table, artifact)
-
-
-def load_firewall(policy: PolicyInput, targets: str | Iterable[str] = "nft", *,
-                  netns: str | None = None, force: bool = False, mode: str | None = None,
-                  table: str = "pfc", audit: bool = False) -> Result:
-    """``pfc load`` of a whole firewall (docs/load.md "Whole firewalls"): each block to
-    the first of ``targets`` (``"xdp,nft"`` or a list; nft, iptables, xdp, tc) that
-    carries it, every part loaded in namespace ``netns`` or none, replacing pfc's
-    previous firewall there. ``pfc.unload("firewall", ":firewall")`` or
-    :func:`unload_firewall` removes it. CompileError, LoadError as for :func:`load`."""
-    from pfc.deploy.firewall.commit import load_compiled as load_ruleset
-
-    chosen = targets.split(",") if isinstance(targets, str) else list(targets)
-    return load_ruleset(front(policy), [t.strip() for t in chosen], netns, force, mode,
-                        table, audit)
-
-
-def unload_firewall(netns: str | None = None, force: bool = False) -> Result:
-    """``pfc unload`` of the namespace's whole firewall, every part (idempotent)."""
-    from pfc.deploy.firewall.commit import unload as unload_ruleset
-
-    return unload_ruleset(netns, force)
-
-
-@dataclass
-class DryRun:
-    """``pfc load --dry-run``: the kernel's check and what would change: ``removed``,
-    ``added`` (line, rule text) of the loaded and the new policy (``pfc diff``'s
-    alignment), ``diff`` the regions of frames whose verdict, counters or rewrite
-    change; None when nothing is loaded there or pfc kept no copy (``compared``)."""
-
-    preview: Preview
-    compared: str  # "nothing loaded" | "no copy" | "compared"
-    removed: list[tuple[int, str]] | None = None
-    added: list[tuple[int, str]] | None = None
-    diff: DiffResult | None = None
-    set_files: dict[str, tuple[int, int]] | None = None  # path → (lines removed, added)
-    sets: list[ListChange] | None = None  # named lists whose entries changed
-
-    @property
-    def changes(self) -> bool:
-        return self.compared != "compared" or bool(self.removed or self.added or
-                                                   self.set_files or self.sets) or \
-            not (self.diff is None or self.diff.same)
-
-
-def _set_file_changes(old: Compiled, new: Compiled) -> dict[str, tuple[int, int]]:
-    """Per set file changed since the loaded copy: the lines removed and added."""
-    out = {}
-    for name, src in new.sources.items():
-        before = old.sources.get(name)
-        if name == new.source.name or before is None or before.text == src.text:
-            continue
-        a, b = set(before.text.splitlines()), set(src.text.splitlines())
-        out[name] = (len(a - b), len(b - a))
-    return out
 
 
 def dry_run(policy: PolicyInput, target: str, dev: str, *, netns: str | None = None,
@@ -349,22 +224,7 @@ def dry_run(policy: PolicyInput, target: str, dev: str, *, netns: str | None = N
     stateless = not (ir.flow_features(old.policy) or ir.flow_features(new))
     regions = diff(old.policy, new, limit=limit, progress=progress) if stateless else None
     return DryRun(seen, "compared", removed, added, regions,
-                  _set_file_changes(old, compiled), set_changes(old.policy, new))
-
-
-def dry_run_firewall(policy: PolicyInput, targets: str | Iterable[str] = "nft", *,
-                     netns: str | None = None, force: bool = False,
-                     mode: str | None = None, table: str = "pfc") -> DryRun:
-    """``pfc load --dry-run`` of a whole firewall: its parts checked by the kernel, its
-    rules compared block by block with the loaded firewall (``BLOCK: rule``)."""
-    from pfc.deploy.firewall import preview
-
-    compiled = front(policy)
-    chosen = targets.split(",") if isinstance(targets, str) else list(targets)
-    seen, compared, removed, added, old = preview.dry_run(
-        compiled, [t.strip() for t in chosen], netns, force, mode, table)
-    return DryRun(seen, compared, removed, added, None,
-                  _set_file_changes(old, compiled) if old is not None else None)
+                  set_file_changes(old, compiled), set_changes(old.policy, new))
 
 
 def apply(config: str | os.PathLike | None = None, *,
@@ -448,3 +308,25 @@ def log_events(dev: str, *, netns: str | None = None,
     check_dev(dev)
     return stream.events(dev, netns=netns, targets=targets, group=group, timeout=timeout,
                          ready=ready)
+
+
+# Whole firewalls and imports live in modules of their own, re-exported here (they import
+# ``front`` and ``PolicyInput`` from this module, defined above).
+from pfc.api.firewall import (  # noqa: E402
+    dry_run_firewall as dry_run_firewall,
+)
+from pfc.api.firewall import (  # noqa: E402
+    load_firewall as load_firewall,
+)
+from pfc.api.firewall import (  # noqa: E402
+    unload_firewall as unload_firewall,
+)
+from pfc.api.firewall import (  # noqa: E402
+    verify_firewall,
+)
+from pfc.api.firewall import (  # noqa: E402
+    walk as walk,
+)
+from pfc.api.importing import extension_header as extension_header  # noqa: E402
+from pfc.api.importing import import_ as import_  # noqa: E402
+from pfc.api.importing import verify_against as verify_against  # noqa: E402
