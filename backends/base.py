@@ -38,6 +38,7 @@ FEATURES = {
     "limit": "`limit` on a drop rule",
     "audit": "audit mode (`drop ... audit`, `--audit`)",
     "ct": "`ct state` matches",
+    "queue": "`queue` rules (user-space verdicts)",
     # whole firewalls (v2): a target lists those it prints; the others refuse the rule
     "reject": "`reject` rules",
     "nat": "`dnat`, `snat`, `masquerade` and nat `redirect` rules",
@@ -190,6 +191,8 @@ def rule_features(rule: ir.Rule) -> set[str]:
         needs.add("audit")
     if any(isinstance(m, ir.CtMatch) for m in rule.matches):
         needs.add("ct")
+    if isinstance(rule.action, ir.Queue):
+        needs.add("queue")
     return needs | v2_features(rule)
 
 

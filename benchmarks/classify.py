@@ -78,11 +78,12 @@ def fdinfo(fd: int) -> dict[str, str]:
 class Loaded:
     """A policy compiled for an eBPF hook and loaded with its maps filled."""
 
-    def __init__(self, path: Path, hook: str, classify: str = "auto", cache=None) -> None:
+    def __init__(self, path: Path, hook: str, classify: str = "auto", cache=None,
+                 tuning: dict | None = None) -> None:
         t0 = time.perf_counter()
         compiled = compile_path(path)
-        artifact, diags = build_artifact(compiled, hook, extra={"classify": classify,
-                                                                "flow_cache": cache})
+        artifact, diags = build_artifact(compiled, hook, extra={
+            "classify": classify, "flow_cache": cache, "classify_tuning": tuning})
         self.compile_s = time.perf_counter() - t0
         if artifact is None:
             raise RuntimeError("; ".join(d.message for d in diags)[:300])

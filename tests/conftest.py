@@ -23,6 +23,7 @@ SIDE_LANE = (
     "tests/tools/test_install_nftables.py",
     "tests/tools/test_fleet_image.py",
     "tests/deploy/test_fleet.py",
+    "tests/kernel/test_queue_nft.py",
 )
 
 

@@ -25,7 +25,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pfc.kernel",),
     ("pfc.backends",),
     ("pfc.build",),
-    ("pfc.verifier", "pfc.bench", "pfc.deploy", "pfc.lsp", "pfc.prove", "pfc.importers"),
+    ("pfc.verifier", "pfc.bench", "pfc.deploy", "pfc.lsp", "pfc.prove", "pfc.importers",
+     "pfc.decide"),
     ("pfc.api",),
     ("pfc.cli", "pfc.__main__"),
 )

@@ -139,7 +139,8 @@ def _classifier(policy: ir.Policy, hook: str, options: Options):
         raise CompileError([error(kernels.refusal("bpf_loop", kernel, hook),
                                   policy.rules[0].span, code="kernel")])
     cache = classify_plan.flow_cache(options.extra.get("flow_cache"))
-    return classify_plan.classify_plan(policy, hook, cache)
+    return classify_plan.classify_plan(policy, hook, cache,
+                                       options.extra.get("classify_tuning"))
 
 
 def emit(policy: ir.Policy, options: Options) -> Artifact:

@@ -43,6 +43,7 @@ from pfc.backends.describe import describe
 from pfc.backends.iptables import files as fl
 from pfc.backends.iptables import ipt_tree as tr
 from pfc.backends.iptables import lower as low
+from pfc.backends.iptables import queue
 from pfc.backends.iptables import stateful as st
 from pfc.backends.iptables.ruleset import emit_ruleset
 from pfc.frontend import ir
@@ -74,6 +75,8 @@ def target(rule: ir.Rule, chain: str, notrack: bool) -> str | None:
         return f"-g {chain}-notrack" if notrack else "-j RETURN"
     if isinstance(rule.action, (ir.Count, ir.Log)):
         return None
+    if isinstance(rule.action, ir.Queue):
+        return queue.target(rule.action)
     raise ValueError(f"iptables cannot express `{rule.action.name}`")  # capability check
 
 
@@ -294,7 +297,8 @@ BACKENDS = (Backend(
     name="iptables",
     description="iptables-restore + ip6tables-restore files (raw PREROUTING or filter "
                 "INPUT), ipset for lists",
-    supports=frozenset({"count", "payload", "ipv6", "non-ip", "log", "limit", "audit", "ct"}),
+    supports=frozenset({"count", "payload", "ipv6", "non-ip", "log", "limit", "audit", "ct",
+                        "queue"}),
     formats=("restore",), hooks=tuple(HOOKS), emit=emit, passes=_passes(), run=run,
     carries={b: b for b, info in BLOCKS.items() if not info.per_device},
     emit_ruleset=emit_ruleset,

@@ -25,6 +25,7 @@ import math
 import re
 import zlib
 
+from pfc.backends.iptables import queue
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import Diagnostic, error
 from pfc.oracle.events import nflog_prefix
@@ -83,6 +84,9 @@ def rule_lines(rule: ir.Rule, family: int, argvs: list[list[str]], tail: str | N
     out: list[tuple[str, int | str]] = []
     for argv in argvs:
         words = argv + extra
+        if isinstance(action, ir.Queue):
+            out += [(line, rule.index) for line in queue.lines(rule, words)]
+            continue
         if isinstance(action, ir.Drop) and action.audit:
             out.append((" ".join(words + [audit_log(rule.line)]), LOG_OWNER))
         out.append((" ".join(words + ([tail] if tail else [])), rule.index))
@@ -94,15 +98,17 @@ def audit_log(line: int) -> str:
 
 
 def hook_errors(policy: ir.Policy, hook: str) -> list[Diagnostic]:
-    """``ct state`` at a hook before conntrack: an error on each such rule."""
+    """``ct state`` (and ``queue ... first K``) at a hook before conntrack: an error on
+    each such rule."""
     if hook in AFTER_CONNTRACK:
         return []
-    return [error(f"target `iptables` cannot express `ct state` at hook `{hook}` (rule at "
-                  f"line {r.line}): raw PREROUTING runs before conntrack, where every "
-                  "packet is untracked", r.span,
-                  hint="compile with `--hook filter-input` (after conntrack)",
-                  code="unsupported")
-            for r in _once(policy) if any(isinstance(m, ir.CtMatch) for m in r.matches)]
+    ct = [error(f"target `iptables` cannot express `ct state` at hook `{hook}` (rule at "
+                f"line {r.line}): raw PREROUTING runs before conntrack, where every "
+                "packet is untracked", r.span,
+                hint="compile with `--hook filter-input` (after conntrack)",
+                code="unsupported")
+          for r in _once(policy) if any(isinstance(m, ir.CtMatch) for m in r.matches)]
+    return queue.hook_errors(policy, hook) + ct
 
 
 def _once(policy: ir.Policy) -> list[ir.Rule]:

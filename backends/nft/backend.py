@@ -265,7 +265,7 @@ BACKENDS = (Backend(
     description="nftables ruleset in its own table (netdev ingress with --dev, else inet "
                 "prerouting; or inet input), text or libnftables JSON",
     supports=frozenset({"count", "redirect", "payload", "ipv6", "non-ip", "log", "limit",
-                        "audit", "ct"}),
+                        "audit", "ct", "queue"}),
     formats=("nft", "json"), hooks=tuple(HOOKS), emit=emit, passes=_passes(), run=run,
     carries={name: name for name in BLOCKS}, emit_ruleset=emit_ruleset,
     view=view, pick_hook=pick_hook, limits=ch.refused),)

@@ -16,6 +16,7 @@ from pfc.backends.nft import expr as x
 from pfc.backends.nft import firewall as fw
 from pfc.backends.nft import lower as low
 from pfc.backends.nft import maps
+from pfc.backends.nft import queue as nftq
 from pfc.backends.nft import redirect as redir
 from pfc.backends.nft import stateful as stf
 from pfc.frontend import ir
@@ -82,6 +83,8 @@ def _rules(rule: ir.Rule, lowering: low.Lowering, default: ir.Verdict,
     if isinstance(action, ir.Redirect):
         return [low.NftRule(rule.index, (*unique(terms), x.counter(), verdict(v)), tag)
                 for terms, v in redir.variants(rule, low.version_of(rule), base)]
+    if isinstance(action, ir.Queue):
+        return [low.NftRule(rule.index, terms, tag) for terms in nftq.rules(rule, base)]
     v2 = _v2_statement(rule)
     if v2 is not None:
         return [low.NftRule(rule.index, (*base, *v2), tag if action.terminal else None)]

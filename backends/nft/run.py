@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pfc.backends.base import DEFAULT_COUNTER, Artifact, counters_since
+from pfc.frontend import ir
 from pfc.kernel import iplab, netns, nftlib
 from pfc.kernel.nflog import flush_conntrack
 from pfc.kernel.observation import KernelUnavailable, Observation
@@ -71,6 +72,11 @@ def nft_json(ctx, doc: dict) -> object:
     if rc:
         raise NftError(f"nft: {str(err).strip()}")
     return out
+
+
+def _queues(artifact: Artifact) -> bool:
+    rules = artifact.policy.rules if artifact.policy is not None else ()
+    return any(isinstance(r.action, ir.Queue) for r in rules)
 
 
 def observer(hook: str, dev: str) -> str:
@@ -114,10 +120,16 @@ class Session:
             raise ValueError(f"compile the artifact with dev={self.lab.dut!r} (it has {dev!r})")
         nft_cmd(self.ctx, "flush ruleset")
         flush_conntrack()  # a previous run's connections must not decide this one's
-        if artifact.format == "json":
-            nft_json(self.ctx, json.loads(artifact.text))
-        else:
-            nft_cmd(self.ctx, artifact.text)
+        try:
+            if artifact.format == "json":
+                nft_json(self.ctx, json.loads(artifact.text))
+            else:
+                nft_cmd(self.ctx, artifact.text)
+        except NftError as exc:
+            if _queues(artifact) and "No such file or directory" in str(exc):
+                raise KernelUnavailable("this kernel has no nft_queue (CONFIG_NFT_QUEUE): "
+                                        "it cannot load `queue` rules") from exc
+            raise
         nft_cmd(self.ctx, observer(artifact.hook, self.lab.dut))
 
     def judge(self, frames: list[bytes]) -> list[bytes | None]:

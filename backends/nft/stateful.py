@@ -123,12 +123,15 @@ def audit_terms(line: int) -> list[x.Node]:
 
 
 def hook_errors(policy: ir.Policy, hook: str) -> list[Diagnostic]:
-    """``ct state`` at a hook before conntrack: an error on each such rule."""
+    """``ct state`` (and ``queue ... first K``) at a hook before conntrack: an error on
+    each such rule."""
     if hook in AFTER_CONNTRACK:
         return []
-    return [error(f"target `nft` cannot express `ct state` at hook `{hook}` (rule at line "
-                  f"{r.line}): it runs before conntrack, where every packet is untracked",
-                  r.span, hint="compile with `--hook input` (after conntrack)",
-                  code="unsupported")
-            for r in {r.index: r for r in policy.rules}.values()
-            if any(isinstance(m, ir.CtMatch) for m in r.matches)]
+    from pfc.backends.nft.queue import hook_errors as queue_errors
+    ct = [error(f"target `nft` cannot express `ct state` at hook `{hook}` (rule at line "
+                f"{r.line}): it runs before conntrack, where every packet is untracked",
+                r.span, hint="compile with `--hook input` (after conntrack)",
+                code="unsupported")
+          for r in {r.index: r for r in policy.rules}.values()
+          if any(isinstance(m, ir.CtMatch) for m in r.matches)]
+    return queue_errors(policy, hook) + ct

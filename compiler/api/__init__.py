@@ -114,20 +114,21 @@ def frames(policy: PolicyInput | ir.Policy, n: int, *, seed: int = 0,
 def run(policy: PolicyInput | ir.Policy,
         frames: Iterable[bytes] | str | os.PathLike,
         times: Iterable[int] | None = None,
-        outgoing: Iterable[int] = ()) -> tuple[list[interp.Outcome], dict]:
+        outgoing: Iterable[int] = (), decider=None) -> tuple[list[interp.Outcome], dict]:
     """The reference interpreter (``pfc run``): every frame (raw Ethernet bytes, or a
     pcap file) judged in order. Returns one :class:`~pfc.oracle.interp.Outcome` per
     frame (verdict, deciding rule, counted rules, the frame as it leaves, log events)
     and the count rules' ``{rule index: (packets, bytes)}``. ``times`` (ns, one per
     frame; a pcap's own timestamps) drive ``limit`` and ``log ... rate``; ``outgoing``
-    (positions of frames the host sent) go through conntrack as sent."""
+    (positions of frames the host sent) go through conntrack as sent; ``decider``: the
+    user-space decider of ``queue`` rules (``pfc.oracle.queue``; None: none listens)."""
     checked = policy if isinstance(policy, ir.Policy) else front(policy).require()
     if isinstance(frames, str | os.PathLike):
         from pfc.oracle.pcap import read_capture
 
         capture = read_capture(frames)
         frames, times, outgoing = capture.frames, capture.times, capture.outgoing
-    return interp.run(checked, frames, times=times, outgoing=set(outgoing))
+    return interp.run(checked, frames, times=times, outgoing=set(outgoing), decider=decider)
 
 
 def verify(policy: PolicyInput, targets: Iterable[str] | None = None, *,

@@ -66,7 +66,7 @@ def _bench(args: argparse.Namespace) -> int:
         print_diagnostics(compiled.diagnostics, compiled.sources)
         return 1
     if compiled.ruleset is not None:
-        from pfc.cli.bench_firewall import bench_firewall
+        from pfc.cli.firewall.bench import bench_firewall
 
         return bench_firewall(args, compiled)
     targets, explicit = _list(args.targets, bench.TARGETS, "target")

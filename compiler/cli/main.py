@@ -23,6 +23,7 @@ from pfc.cli.bench import BENCH
 from pfc.cli.check import CHECK, FMT
 from pfc.cli.common import CONTEXT, Command, UsageError, print_diagnostics
 from pfc.cli.compile import COMPILE, TARGETS
+from pfc.cli.decide import DECIDE
 from pfc.cli.events.log import LOG
 from pfc.cli.importing.command import IMPORT
 from pfc.cli.load import LOAD, UNLOAD
@@ -38,7 +39,7 @@ from pfc.frontend.pipeline import COMMAND
 
 # Every command, in `pfc --help` order.
 COMMANDS: tuple[Command, ...] = (CHECK, FMT, IMPORT, COMPILE, RUN, FRAMES, VERIFY, DIFF,
-                                 PROVE, BENCH, LOAD, UNLOAD, STATUS, LOG, APPLY, SET,
+                                 PROVE, BENCH, LOAD, UNLOAD, STATUS, LOG, DECIDE, APPLY, SET,
                                  TARGETS, LSP)
 
 DESCRIPTION = """\

@@ -31,6 +31,10 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--iif", metavar="DEV",
                    help="a whole firewall (v2): the interface of its host the frames "
                         "arrive on (default: its only interface besides lo)")
+    p.add_argument("--decider", metavar="SPEC",
+                   help="the user-space decider of `queue` rules, as `pfc decide` takes "
+                        "it (pattern:TEXT, pass, drop, module:callable); default: none "
+                        "listens (queued packets fail closed, or open with `bypass`)")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -46,8 +50,16 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(f"--iif is for whole firewalls (hook blocks); `{shown(args.file)}` "
                          "is one rule list, judged at one hook")
     policy = compiled.require()
+    decider = None
+    if args.decider is not None:
+        from pfc.decide.analyse import load as load_decider
+        try:
+            decider = load_decider(args.decider)
+        except (ValueError, ImportError, AttributeError) as exc:
+            raise UsageError(f"--decider: {exc}") from exc
     capture = read_capture_arg(args.pcap)
-    outcomes, counters = api.run(policy, capture.frames, capture.times, capture.outgoing)
+    outcomes, counters = api.run(policy, capture.frames, capture.times, capture.outgoing,
+                                 decider=decider)
     texts = {r.index: compiled.rule_text(r) for r in policy.rules}
     if args.format == "json":
         print_json(_json_report(policy, capture, outcomes, counters))

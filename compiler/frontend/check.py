@@ -253,6 +253,8 @@ class Checker:
             return ir.Count(span)
         if node.action == "log":
             return ir.Log(span=span)
+        if node.action == "queue":
+            return ir.Queue(span=span)
         if node.target is None:
             self.diags.append(error("`redirect` needs a target: `to ADDRESS[:PORT]`",
                                     node.span, hint="e.g. `redirect udp dport 8080 to "
@@ -380,12 +382,14 @@ class _Family:
 
 
 def _with_options(action: ir.Action | None, extra: dict) -> ir.Action | None:
-    """``log``'s options into its action; ``audit`` into a drop (``check_options``
+    """``log``'s and ``queue``'s options into the action; ``audit`` into a drop (``check_options``
     refused them on any other action)."""
     if isinstance(action, ir.Log) and extra:
         return ir.Log(span=action.span, **extra)
     if isinstance(action, ir.Drop) and extra.get("audit"):
         return ir.Drop(action.span, audit=True)
+    if isinstance(action, ir.Queue) and extra:
+        return ir.Queue(span=action.span, **extra)
     return action
 
 

@@ -232,10 +232,10 @@ def match(node: MatchNode) -> str:
 def option(node: OptionNode) -> str:
     """``prefix "web"``, ``rate 10/second``, ``snap 64``, ``audit``,
     ``limit rate 100/second burst 10 per src``."""
-    if node.kind in ("prefix", "snap"):
+    if node.kind in ("prefix", "snap", "num", "first"):
         return f"{node.kind} {value(node.value)}"
-    if node.kind == "audit":
-        return "audit"
+    if node.kind in ("audit", "bypass"):
+        return node.kind
     rate = f"rate {_number(node.rate.count)}/{node.rate.unit.text}"
     if node.kind == "rate":
         return rate

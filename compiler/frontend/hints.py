@@ -20,7 +20,8 @@ from pfc.frontend.text import describe_char, is_plain, shorten
 KEYWORDS = ("define", "set", "file", "default", "to", "drop", "pass", "accept", "count",
             "redirect", "all", "ip", "ip6", "tcp", "udp", "icmp", "icmp6", "src", "dst",
             "sport", "dport", "proto", "icmp-type", "ttl", "len", "flags", "frag", "payload",
-            "log", "prefix", "rate", "snap", "limit", "burst", "per", "audit", "ct", "state")
+            "log", "prefix", "rate", "snap", "limit", "burst", "per", "audit", "ct", "state",
+            "queue", "num", "first", "bypass")
 _FIELDS = frozenset(("src", "dst", "sport", "dport", "proto", "icmp-type", "ttl", "len"))
 
 # Words of other firewalls and what pfc says instead (`reject` is pfc's own: v2).

@@ -36,6 +36,7 @@ from pfc.frontend.fields import (  # noqa: F401  (re-exported: the IR's vocabula
     FieldInfo,
     Layer,
 )
+from pfc.frontend.options.queue import Queue
 from pfc.frontend.source import NO_SPAN, Span
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -45,7 +46,6 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 class Verdict(StrEnum):
     PASS = "pass"
     DROP = "drop"
-
 
 # --------------------------------------------------------------------------- protocols
 
@@ -338,7 +338,7 @@ class Jump:
         return "goto" if self.goto else "jump"
 
 
-Action = Drop | Pass | Count | Redirect | Log | Reject | Nat | Mark | Notrack | Jump
+Action = Drop | Pass | Count | Redirect | Log | Reject | Nat | Mark | Notrack | Jump | Queue
 
 
 # ------------------------------------------------------------------------ rules, policy
@@ -445,6 +445,6 @@ def flow_features(policy: Policy) -> list[str]:
 
 
 def rule_stateful(rule: Rule) -> bool:
-    return (rule.limit is not None
+    return (rule.limit is not None or isinstance(rule.action, Queue)
             or (isinstance(rule.action, Log) and rule.action.rate is not None)
             or any(isinstance(m, CtMatch) for m in rule.matches))

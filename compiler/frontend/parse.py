@@ -53,11 +53,12 @@ from pfc.frontend.text import shorten
 
 __all__ = ["KEYWORDS", "logical_lines", "parse"]
 _MATCH = V1_MATCH
-_OPTION = "an option (prefix rate snap limit audit)"
+_OPTION = "an option (prefix rate snap limit audit num first bypass)"
 _EXPECTED = {
     "FIELD": _MATCH, "FLAGS": _MATCH, "FRAG": _MATCH, "PAYLOAD": _MATCH, "NOT": "`!`",
     "CT": _MATCH, "STATE": "`state`", "PREFIX": _OPTION, "RATE": _OPTION, "SNAP": _OPTION,
-    "LIMIT": _OPTION, "AUDIT": _OPTION, "BURST": "`burst`", "PER": "`per`",
+    "LIMIT": _OPTION, "AUDIT": _OPTION, "NUM": _OPTION, "FIRST": _OPTION, "BYPASS": _OPTION,
+    "QUEUE": "an action", "BURST": "`burst`", "PER": "`per`",
     "SLASH": "`/`", "LOG": "an action",
     "TO": "`to`", "_NL": "end of line", "$END": "end of file", "NAME": "a name",
     "NUMBER": "a number", "IPV4": "an IPv4 address", "IPV6": "an IPv6 address",
@@ -339,10 +340,10 @@ class _Builder(Builder):
         span = self._cover(keyword, children[-1])
         if kind == "with":
             return self.with_option(children)
-        if kind in ("prefix", "snap"):
+        if kind in ("prefix", "snap", "num", "first"):
             value = self._value(children[1], "string" if kind == "prefix" else "number")
             return OptionNode(kind, self._tok_span(keyword), span, value=value)
-        if kind == "audit":
+        if kind in ("audit", "bypass"):
             return OptionNode(kind, self._tok_span(keyword), span)
         at = 2 if kind == "limit" else 1
         number, unit = children[at], children[at + 2]

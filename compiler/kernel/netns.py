@@ -192,8 +192,10 @@ def drain(sock: socket.socket) -> list[bytes]:
             return out
 
 
-def recv_until_marker(sock: socket.socket, seq: int, timeout: float = 2.0) -> list[bytes]:
-    """Frames received before marker ``seq`` (which is not returned)."""
+def recv_until_marker(sock: socket.socket, seq: int, timeout: float = 30.0) -> list[bytes]:
+    """Frames received before marker ``seq`` (which is not returned). ``timeout``
+    bounds the wait for a marker that was lost (a silence that long between frames),
+    not how long a busy machine may take: 2 s was seen to pass at load 15-20."""
     out = []
     while True:
         ready, _, _ = select.select([sock], [], [], timeout)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pfc.frontend import ir
 from pfc.oracle.conntrack import Conntrack, Reading
 from pfc.oracle.packets import FrameView, ip_field_bytes, read_frame
+from pfc.oracle.queue import QueueState
 
 NSEC = 1_000_000_000
 
@@ -57,6 +58,7 @@ class Flow:
     now: int = 0
     reading: Reading | None = None  # the current frame's connection state, once read
     tracking: bool = True  # whether frames go through the connection tracker
+    queue: QueueState = field(default_factory=QueueState)  # `queue`: decider and cache
 
     def start(self, now: int) -> None:
         self.now, self.reading = now, None

@@ -36,6 +36,7 @@ from pfc.oracle.context import Context, MetaCheck, context_check, link_check, ne
 from pfc.oracle.events import LogEvent
 from pfc.oracle.flow import Flow
 from pfc.oracle.packets import FrameView, counted_bytes, read_frame
+from pfc.oracle.queue import Decider
 from pfc.oracle.rewrite import csum_update, redirect_frame
 
 __all__ = ["Counters", "Flow", "Outcome", "csum_update", "evaluate", "new_flow",
@@ -59,6 +60,7 @@ class Outcome:
     nat: ir.Nat | None = None  # a nat block's decision for the connection (verdict pass)
     mark: int = 0  # the packet's mark as it leaves the list (`mark ... to N`)
     notrack: bool = False  # a `notrack` rule held
+    queued: bool = False  # a `queue` rule handed the packet to the decider
 
 
 @dataclass(frozen=True)
@@ -242,6 +244,9 @@ def _decide(rule: Rule, run: _Run) -> Outcome:
         return run.outcome(Verdict.DROP, rule.index, view.data, reject=action.kind)
     if isinstance(action, ir.Nat):
         return run.outcome(Verdict.PASS, rule.index, view.data, nat=action)
+    if isinstance(action, ir.Queue):  # the decider is an input (oracle.queue)
+        verdict, queued = run.flow.queue.verdict(action, view)
+        return run.outcome(verdict, rule.index, view.data, queued=queued)
     verdict = Verdict.DROP if isinstance(action, ir.Drop) else Verdict.PASS
     out = redirect_frame(view, rule) if isinstance(action, ir.Redirect) else view.data
     return run.outcome(verdict, rule.index, out)
@@ -262,12 +267,15 @@ def _event(line: int, verdict: Verdict, audit: bool, log: ir.Log | None,
                     view.data[:snap])
 
 
-def new_flow(policy: Policy) -> Flow | None:
+def new_flow(policy: Policy, decider: Decider | None = None) -> Flow | None:
     """A fresh flow state for judging a sequence, or None for a policy that needs none
-    (no ``ct state``, no ``limit``, no ``log ... rate``)."""
+    (no ``ct state``, no ``limit``, no ``log ... rate``, no ``queue``). ``decider``:
+    the user-space decider of ``queue`` rules (``oracle.queue``; None: none listens)."""
     if not policy.stateful:
         return None
-    return Flow(tracking=any(p.ct is not None for p in _plans(policy)))
+    flow = Flow(tracking=any(p.ct is not None for p in _plans(policy)))
+    flow.queue.decider = decider
+    return flow
 
 
 def evaluate(policy: Policy, frame: bytes, *, skip_tag: bool = True,
@@ -290,18 +298,19 @@ def evaluate(policy: Policy, frame: bytes, *, skip_tag: bool = True,
 
 
 def run(policy: Policy, frames: Iterable[bytes], *, skip_tag: bool = True,
-        times: Iterable[int] | None = None,
-        outgoing: Collection[int] = ()) -> tuple[list[Outcome], Counters]:
+        times: Iterable[int] | None = None, outgoing: Collection[int] = (),
+        decider: Decider | None = None) -> tuple[list[Outcome], Counters]:
     """Judge every frame in order; the counters hold one entry for every count rule of
     the policy, zeros included: (packets, bytes) summed over the frames it held on.
     ``times`` (nanoseconds, one per frame; all 0 when not given) drive the rate limits;
     the frames before drive the connection states (``oracle.flow``). ``outgoing``:
     positions of frames the host sent (a cooked capture says so): judged like the
-    others, but conntrack takes them as sent, whatever the verdict."""
+    others, but conntrack takes them as sent, whatever the verdict. ``decider``: the
+    user-space decider of ``queue`` rules (``oracle.queue``; None: none listens)."""
     plans = _plans(policy)
     counters: Counters = {r.index: (0, 0) for r in policy.count_rules}
     outcomes = []
-    flow = new_flow(policy)
+    flow = new_flow(policy, decider)
     clock = iter(times) if times is not None else None
     for n, frame in enumerate(frames):
         if flow is not None:

@@ -116,7 +116,9 @@ def compare(artifact: Artifact, backend: Backend, frames: list[bytes],
     if backend.run is None:
         raise ValueError(f"target `{backend.name}` has no runner")
     report = Report(artifact.target, artifact.hook, total=len(frames))
-    tracked = any(isinstance(m, ir.CtMatch) for r in artifact.policy.rules for m in r.matches)
+    tracked = any(isinstance(m, ir.CtMatch) for r in artifact.policy.rules for m in r.matches) \
+        or any(isinstance(r.action, ir.Queue) and r.action.first is not None
+               for r in artifact.policy.rules)  # the verdict cache turns conntrack on
     seen = [(i, v) for i, f in enumerate(frames)
             if (v := backend.view(artifact.hook, f)) is not None
             and not (tracked and (held_for_reassembly(v) or unmodelled(v)))]

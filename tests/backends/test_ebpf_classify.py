@@ -21,7 +21,7 @@ from benchmarks import classbench as cb
 from pfc import backends
 from pfc.backends.ebpf import maps as ebpf_maps
 from pfc.backends.ebpf.backend import program_insns
-from pfc.backends.ebpf.classify import model
+from pfc.backends.ebpf.classify import model, tables
 from pfc.backends.ebpf.classify import plan as classify_plan
 from pfc.build import build_artifact
 from pfc.frontend.pipeline import compile_text
@@ -203,6 +203,21 @@ def test_forced_classifier_on_small_policies(hook):
         if "classifier" not in art.meta:  # no rule constrains a field
             continue
         check(art, _frames(art, 250, seed))
+
+
+def test_vectors_beyond_an_l2_are_compressed():
+    """8k ClassBench ipc1 rules: their dense vectors would take ~4 MiB, more than
+    ``tables.DENSE_MAX`` (about an L2, which a new flow's lookups miss): compressed,
+    2.6 MiB of maps instead of 6.3; a policy whose vectors fit stays dense."""
+    from benchmarks import cbsets
+
+    cs = model.conds(compile_text(cbsets.policy_text("ipc1", cbsets.rules("ipc1", 8000)),
+                                  "ipc1.pf").require())
+    built = tables.build(cs)
+    assert not built.dense
+    assert tables.memory(built) < 3 << 20
+    small = model.conds(compile_text(mixed_policy(300, 7, "pass"), "m.pf").require())
+    assert tables.build(small).dense
 
 
 # ------------------------------------------------------------------- pfc load, status

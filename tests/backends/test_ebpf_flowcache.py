@@ -5,7 +5,9 @@ rewritten bytes, the same counters (the decider's or the default's, and every co
 rule that held). Frames are sent several times, interleaved, with the test pinned to
 one CPU (the cache is per CPU), so the second and later copies hit; a tiny cache makes
 flows collide and evict each other; poisoned entries show the hits are served from the
-cache; a fresh, all-zero cache never hits.
+cache; entries torn between two flows' writes (a check word that does not fit) are
+never served; a frame that up to PFC_FC_K (12) count rules hold is cached, one that
+more hold is not; a fresh, all-zero cache never hits.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from tests.backends.test_ebpf import kernel
 from tests.backends.test_ebpf_classify import check, mixed_policy
 
 CACHE = "pfc_flow_cache"
-DECIDE = 40  # struct pfc_fc_entry: key[5] (40 bytes), decide, nc, cs[4]
+CHECK, DECIDE, NC, CS = 40, 48, 52, 56  # struct pfc_fc_entry: key[5], check, decide, nc, cs[]
 
 
 def build(text: str, hook: str, cache=None):
@@ -100,6 +102,24 @@ def neighbours(frame: bytes, rng: random.Random) -> list[tuple[bytes, bytes]]:
 
 # ------------------------------------------------------------------------ no kernel
 
+@kernel
+def test_a_one_line_entry_with_two_count_rules_agrees(one_cpu):
+    """``classify_tuning`` ``fc_counts`` 2 (benchmarks: the entry in one 64-byte cache
+    line, no padding): a frame that more count rules hold is classified every time,
+    the others hit; all agree with the interpreter."""
+    counts = ["tcp", "ip dst 10.0.0.0/8", "udp", "ip src 10.0.0.0/8"]
+    rules = mixed_policy(150, 28, "pass", redirect=False).split("\n", 1)[1]
+    text = "default drop\n" + "".join(f"count {c}\n" for c in counts) + rules
+    art, diags = build_artifact(compile_text(text, "fc.pf"), "xdp", extra={
+        "flow_cache": 64, "classify_tuning": {"fc_counts": 2}})
+    assert art is not None, diags[:3]
+    fc = art.meta["classifier"]["flow_cache"]
+    assert (fc["counts"], fc["entry_bytes"]) == (2, 64)
+    frames = gen.sample(art.policy, 60, seed=11)
+    check(art, repeated(frames, 3, seed=2))
+    assert entries(art)
+
+
 def test_the_knob():
     assert classify_plan.flow_cache(None).slots == classify_plan.FLOW_CACHE_SLOTS
     assert classify_plan.flow_cache(0) is None
@@ -110,7 +130,7 @@ def test_the_knob():
         with pytest.raises(ValueError):
             classify_plan.flow_cache(bad)
     art = build(mixed_policy(140, 1, "pass"), "xdp")
-    assert art.meta["classifier"]["flow_cache"]["bytes_per_cpu"] == 4096 * 64
+    assert art.meta["classifier"]["flow_cache"]["bytes_per_cpu"] == 4096 * 128
     text = art.files["fc.xdp.c"].decode()
     assert "pfc_flow_cache SEC" in text and "| PFC_FC_TAG" in text
     off = build_artifact(compile_text(mixed_policy(140, 1, "pass"), "fc.pf"), "xdp", "c",
@@ -156,10 +176,36 @@ def test_a_tiny_cache_stays_exact_under_collisions(hook, cache, one_cpu):
     assert 1 <= len(entries(art)) <= cache
 
 
+def fields(value: bytes) -> tuple[list[int], int, list[int]]:
+    """An entry's key words, decision and count rules."""
+    key = [int.from_bytes(value[8 * i:8 * i + 8], "little") for i in range(5)]
+    nc = int.from_bytes(value[NC:NC + 4], "little")
+    cs = [int.from_bytes(value[CS + 4 * i:CS + 4 * i + 4], "little") for i in range(nc)]
+    return key, int.from_bytes(value[DECIDE:DECIDE + 4], "little"), cs
+
+
+def poison(value: bytes, checked: bool) -> bytes:
+    """The entry with its decision's verdict flipped, and a check word that fits the new
+    contents (``checked``: a whole entry another writer could have made) or the old
+    one (a write torn between the decision and the check word)."""
+    key, decide, cs = fields(value)
+    act = decide >> 24
+    flipped = (decide & 0xffffff) | ((1 if act != 1 else 0) << 24)
+    word = classify_plan.fc_check(key, flipped, cs) if checked else \
+        int.from_bytes(value[CHECK:CHECK + 8], "little")
+    assert classify_plan.fc_check(key, decide, cs) == \
+        int.from_bytes(value[CHECK:CHECK + 8], "little")  # what the program wrote
+    return (value[:CHECK] + word.to_bytes(8, "little") + flipped.to_bytes(4, "little")
+            + value[DECIDE + 4:])
+
+
 @kernel
-def test_hits_are_served_from_the_cache(one_cpu):
-    """Poisoned entries (each decision replaced by the other verdict) change what the
-    program returns for their flows: the hits read the cache. Emptied, it agrees again."""
+@pytest.mark.parametrize("checked", [True, False])
+def test_hits_are_served_from_the_cache_only_when_whole(checked, one_cpu):
+    """Poisoned entries (each decision replaced by the other verdict) with a check
+    word that fits change what the program returns for their flows: the hits read the
+    cache. With the writer's own check word left (a torn write), no poisoned entry is
+    ever served: the program classifies and agrees. Emptied, it agrees again."""
     art = build(mixed_policy(200, 23, "pass", redirect=False), "xdp", cache=64)
     frames = gen.sample(art.policy, 40, seed=5)
     check(art, frames)
@@ -167,17 +213,88 @@ def test_hits_are_served_from_the_cache(one_cpu):
     stored = entries(art)
     assert stored
     for slot, value in stored:
-        decide = int.from_bytes(value[DECIDE:DECIDE + 4], "little")
-        act = decide >> 24
-        poisoned = (decide & 0xffffff) | ((1 if act != 1 else 0) << 24)
-        cache.update(slot, value[:DECIDE] + poisoned.to_bytes(4, "little") + value[DECIDE + 4:])
-    from pfc import backends
-    from pfc.verifier.equiv import compare
+        cache.update(slot, poison(value, checked))
+    if checked:
+        from pfc import backends
+        from pfc.verifier.equiv import compare
 
-    report = compare(art, backends.get("xdp"), frames)
-    assert any(m.what == "verdict" for m in report.mismatches)
+        report = compare(art, backends.get("xdp"), frames)
+        assert any(m.what == "verdict" for m in report.mismatches)
+    else:
+        check(art, frames)
     cache.reset()
     check(art, frames)
+
+
+@kernel
+@pytest.mark.parametrize("hook", ["xdp", "tc"])
+def test_entries_torn_between_two_flows_are_never_served(hook, one_cpu):
+    """Two flows' entries in one slot, mixed word by word as two writers that preempt
+    each other would leave them: the key of one with the decision, count rules or check
+    word of the other, and the reverse. Whatever the mixture, each flow's next packet
+    gets the interpreter's verdict and counters (a mixture is a miss)."""
+    counts = ["tcp", "ip dst 10.0.0.0/8", "udp", "ip src 10.0.0.0/8"]
+    rules = mixed_policy(150, 26, "pass", redirect=False).split("\n", 1)[1]
+    art = build("default drop\n" + "".join(f"count {c}\n" for c in counts) + rules, hook,
+                cache=1)
+    frames = gen.sample(art.policy, 80, seed=9, malformed=False)
+    cache = ebpf_run.loaded(art).maps[CACHE]
+    whole = []
+    for f in frames:
+        check(art, [f])
+        got = [v for v in cache.lookup(0) if int.from_bytes(v[:8], "little")]
+        if got:
+            whole.append((f, got[0]))
+    pairs = [(a, b) for a, b in zip(whole, whole[1:], strict=False)
+             if fields(a[1])[1:] != fields(b[1])[1:]]
+    assert len(pairs) >= 5
+    cuts = (CHECK, DECIDE, NC, CS, CHECK + 8)  # where a writer may have been preempted
+    for (fa, va), (fb, vb) in pairs[:12]:
+        for lo, hi in [(c, 128) for c in cuts] + [(CHECK, CHECK + 8), (DECIDE, CS)]:
+            for (f, mine), other in (((fa, va), vb), ((fb, vb), va)):
+                torn = mine[:lo] + other[lo:hi] + mine[hi:]
+                if torn == mine or torn == other:
+                    continue
+                cache.update(0, torn)
+                check(art, [f])
+
+
+@kernel
+@pytest.mark.parametrize("hook", ["xdp", "tc", "socket"])
+def test_more_than_four_count_rules_are_cached(hook, one_cpu):
+    """A frame that 12 count rules hold is cached on xdp and tc (PFC_FC_K 12; a socket
+    filter keeps 8) and its hits count each of them; one that more hold (23 here) is not
+    cached, and is counted exactly every time all the same."""
+    def nets(addr: str, lengths) -> list[str]:
+        return [str(ipaddress.ip_network(f"{addr}/{n}", strict=False)) for n in lengths]
+
+    many = [f"ip dst {n}" for n in nets("10.3.9.9", range(8, 17))]
+    many += ["tcp", "ip", "tcp dport 0-1000"]
+    more = [f"ip src {n}" for n in nets("172.16.5.1", range(8, 28))]
+    rules = mixed_policy(150, 27, "pass", redirect=False).split("\n", 1)[1]
+    text = "default pass\n" + "".join(f"count {c}\n" for c in many + more) + rules
+    art = build(text, hook, cache=1)
+    eth = bytes(12) + b"\x08\x00"
+
+    def tcp(src: str, dst: str) -> bytes:
+        from pfc.oracle import framebuild as fb
+
+        s, d = ipaddress.ip_address(src).packed, ipaddress.ip_address(dst).packed
+        return eth[:12] + fb.ETH_IP4.to_bytes(2, "big") + fb.ipv4(
+            s, d, 6, fb.tcp(s, d, 4000, 80, 0x02, b""))
+
+    cached = tcp("192.0.2.1", "10.3.9.9")      # 9 destination prefixes, tcp, ip, dport
+    uncached = tcp("172.16.5.1", "192.0.2.9")  # 20 source prefixes, tcp, ip, dport
+    for frame, held in ((cached, 12), (uncached, 23)):
+        report = check(art, [frame] * 3)
+        assert report.seen == 3
+        got = [v for v in ebpf_run.loaded(art).maps[CACHE].lookup(0)
+               if int.from_bytes(v[:8], "little")]
+        assert art.meta["classifier"]["flow_cache"]["counts"] == (8 if hook == "socket" else 12)
+        if held == 12 and hook != "socket":
+            assert got and len(fields(got[0])[2]) == held
+        else:
+            assert not got
 
 
 @kernel

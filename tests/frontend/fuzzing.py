@@ -62,6 +62,7 @@ SAMPLES: dict[str, tuple[str, ...]] = {
     "FLAGS": ("flags",), "FRAG": ("frag",), "PAYLOAD": ("payload",), "NOT": ("!",),
     "LOG": ("log",), "PREFIX": ("prefix",), "RATE": ("rate",), "SNAP": ("snap",),
     "LIMIT": ("limit",), "BURST": ("burst",), "PER": ("per",), "AUDIT": ("audit",),
+    "QUEUE": ("queue",), "NUM": ("num",), "FIRST": ("first",), "BYPASS": ("bypass",),
     "CT": ("ct",), "STATE": ("state",), "SLASH": ("/",),
     # v2 (whole firewalls)
     "INGRESS": ("ingress",), "EGRESS": ("egress",), "RAW": ("raw",), "NAT": ("nat",),

@@ -21,7 +21,7 @@ from pfc.frontend.source import SourceFile
 from tests.paths import ROOT
 
 STATEMENTS = ("define", "set", "default", "drop", "pass", "accept", "count", "log",
-              "redirect")
+              "redirect", "queue")
 _FENCE = re.compile(r"^\s*```(\S*)\s*$")
 
 

@@ -1,9 +1,10 @@
 """The third-party corpus of ``pfc import``'s tests: iptables' ``extensions/*.t``,
 nftables' ``tests/py/*/*.t`` and ``tests/shell/testcases/**/dumps``, real rulesets
-from public repositories (MANIFEST: repository, commit, path, license). It is not in
-this repository (third-party files stay out of pfc's history): it lives in
-``$PFC_IMPORT_CORPUS`` (default /work/corpus/import), and tests/importers/corpus.md
-says how it was gathered. Tests that need it skip, saying so, where it is missing.
+from public repositories (MANIFEST: repository, commit, path, license). The parts
+whose licenses allow it are in tests/corpus/import (each with its license file);
+``$PFC_IMPORT_CORPUS`` points the tests at a fuller copy (real rulesets that came
+without a license file may be tested against but not redistributed), and
+tests/importers/corpus.md says how it was gathered.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-CORPUS = Path(os.environ.get("PFC_IMPORT_CORPUS", "/work/corpus/import"))
+CORPUS = Path(os.environ.get("PFC_IMPORT_CORPUS")
+              or Path(__file__).resolve().parents[1] / "corpus" / "import")
 MISSING = f"the import corpus is not on this machine ({CORPUS}; tests/importers/corpus.md)"
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=MISSING)
 _LICENSE = re.compile(r"(LICEN[CS]E|COPYING)[^/]*$", re.I)

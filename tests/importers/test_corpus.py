@@ -75,4 +75,7 @@ def test_real_rulesets():
     for _name, main, root in real_nft():
         result = import_sources([SourceFile.read(main)], "nft", root=str(root))
         complete[_check(result, None)] += 1
-    assert complete["complete"] >= 31, complete
+    # docs/import.md "Corpus": 34 of the 52 rulesets of the full corpus, 15 of the 23
+    # the repository holds (those with a license file); none fails
+    total = complete["complete"] + complete["refused"]
+    assert complete["complete"] >= (31 if total >= 50 else 15), complete

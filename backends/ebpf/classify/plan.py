@@ -15,7 +15,7 @@ drop, 1 pass, 2 count, 3 + k the k-th distinct redirect (``redirects``).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pfc.backends.ebpf import counters
 from pfc.backends.ebpf import plan as ebpf_plan
@@ -27,8 +27,36 @@ MAX_REDIRECTS = 64
 ACT_DROP, ACT_PASS, ACT_COUNT, ACT_REDIRECT = 0, 1, 2, 3
 ACT_SHIFT = 24
 MAX_SLOTS = 1 << ACT_SHIFT
-FLOW_CACHE_SLOTS = 4096  # per CPU, 64 bytes each: 256 KiB per CPU (docs/ebpf.md)
-FC_ENTRY_BYTES = 64  # struct pfc_fc_entry (templates/ebpf/flowcache.c.j2)
+FLOW_CACHE_SLOTS = 4096  # per CPU, 128 bytes each: 512 KiB per CPU (docs/ebpf.md)
+FC_COUNTS = 12  # PFC_FC_K: count rules an entry keeps (more: the frame is not cached)
+FC_COUNTS_SOCKET = 8  # a socket filter's 512-byte stack holds its window and a copy of 8
+FC_HEAD = 56  # struct pfc_fc_entry: key[5], check, decide, nc; then cs[PFC_FC_K]
+FC_ENTRY_BYTES = 128  # FC_HEAD + 4 * FC_COUNTS, padded: two cache lines, the first has the key
+FC_LINE = 64
+_M64 = (1 << 64) - 1
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (64 - r))) & _M64
+
+
+def _mix(h: int, w: int, r: int) -> int:
+    h = (_rotl(h, r) + w) & _M64
+    return h ^ (h >> 17)
+
+
+def fc_check(key: list[int], decide: int, counts: list[int]) -> int:
+    """The check word of a flow-cache entry (``pfc_fc_check`` in flowcache.c.j2): the
+    key's five words, ``decide``, the count rules' slots in order (add-rotate-xor)."""
+    chain = 0
+    for slot in counts:
+        chain = (_rotl(chain, 19) + slot + 1) & _M64
+    k = key
+    h = (((k[0] ^ _rotl(k[1], 13)) + (_rotl(k[2], 29) ^ _rotl(k[3], 41))) + _rotl(k[4], 53)) \
+        & _M64
+    h ^= h >> 17
+    h = _mix(_mix(h, decide | len(counts) << 32, 23), chain, 41)
+    return h ^ (h >> 31)
 
 
 @dataclass(frozen=True)
@@ -39,14 +67,21 @@ class FlowCache:
 
     slots: int
     defeat: bool = False
+    counts: int = FC_COUNTS  # PFC_FC_K
 
     @property
     def bits(self) -> int:
         return self.slots.bit_length() - 1
 
+    @property
+    def entry_bytes(self) -> int:
+        """struct pfc_fc_entry: its head and count rules, padded to whole cache lines
+        (:data:`FC_ENTRY_BYTES` with :data:`FC_COUNTS`)."""
+        return -(-(FC_HEAD + 4 * self.counts) // FC_LINE) * FC_LINE
+
     def stats(self) -> dict:
-        return {"slots": self.slots, "entry_bytes": FC_ENTRY_BYTES,
-                "bytes_per_cpu": self.slots * FC_ENTRY_BYTES, "defeat": self.defeat}
+        return {"slots": self.slots, "entry_bytes": self.entry_bytes, "counts": self.counts,
+                "bytes_per_cpu": self.slots * self.entry_bytes, "defeat": self.defeat}
 
 
 def flow_cache(knob) -> FlowCache | None:
@@ -124,10 +159,14 @@ def actions(policy: ir.Policy, slots: counters.Slots) -> tuple[list[int], list]:
     return out, plans
 
 
-def classify_plan(policy: ir.Policy, hook: str, cache: FlowCache | None = None
-                  ) -> ClassifyPlan | None:
+def classify_plan(policy: ir.Policy, hook: str, cache: FlowCache | None = None,
+                  tuning: dict | None = None) -> ClassifyPlan | None:
     """The classifier for ``policy`` (with the flow cache ``cache``), or None when a
-    rule cannot be classified."""
+    rule cannot be classified. ``tuning`` (``extra["classify_tuning"]``, benchmarks
+    and tests, not a user's flag): ``dense_max``, bytes of dense vectors at most
+    (:data:`tables.DENSE_MAX`); ``fc_counts``, count rules a flow-cache entry keeps at
+    most (:data:`FC_COUNTS`; 2 makes the entry one cache line)."""
+    tuning = tuning or {}
     if len(policy.rules) >= MAX_SLOTS or policy.default_audit:
         return None
     if hook == "socket" and any(isinstance(r.action, ir.Redirect) for r in policy.rules):
@@ -136,7 +175,7 @@ def classify_plan(policy: ir.Policy, hook: str, cache: FlowCache | None = None
     cs = model.conds(policy)
     if cs is None:
         return None
-    built = tables.build(cs)
+    built = tables.build(cs, tuning.get("dense_max"))
     if not built.fields:
         return None  # no rule constrains any field: the linear program is a few tests
     slots = counters.slots(policy, True)
@@ -149,6 +188,10 @@ def classify_plan(policy: ir.Policy, hook: str, cache: FlowCache | None = None
     l4 |= {r.version for r in redirects}
     l2 = 18 if hook == "xdp" else 14
     features = frozenset(["redirect"] if redirects else [])
+    if cache and hook == "socket":
+        cache = replace(cache, counts=FC_COUNTS_SOCKET)
+    if cache and tuning.get("fc_counts"):  # benchmarks: fewer count rules, a smaller entry
+        cache = replace(cache, counts=min(cache.counts, int(tuning["fc_counts"])))
     plan = ClassifyPlan(hook, policy.default.value, slots, l2 + 60 + (18 if redirects else 4),
                         l4, features, built, redirects, len(policy.rules), cache)
     plan.build_s = time.perf_counter() - t0

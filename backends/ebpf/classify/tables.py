@@ -43,8 +43,11 @@ SHAPE = ("dst", "src", "dport")
 MIN_GROUP = 64
 MIN_COUNT_GROUP = 16
 # Dense vectors (one AND per field and word, no rank) while they take at most this
-# much kernel memory; compressed ones beyond (docs/ebpf.md "Large policies").
-DENSE_MAX = 64 << 20
+# much kernel memory, about one core's L2; compressed ones beyond (docs/ebpf.md "Large
+# policies"): a new flow reads its classes' vectors from memory, and compressed ones
+# are 2-4x smaller (docs/scale.md "New flows": 8k ClassBench rules, 1.1-1.3x faster
+# per new flow than dense, 0.9x as fast on a few flows that stay in cache).
+DENSE_MAX = 2 << 20
 # A rule is in a field's wide part when it allows more values than this (module doc).
 WIDE = {"fp": -1, "src": NARROW, "dst": NARROW, "sport": 256, "dport": 256}
 SHORT = {"fp": "fp", "src": "sa", "dst": "da", "sport": "sp", "dport": "dp"}

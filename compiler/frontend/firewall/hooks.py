@@ -53,6 +53,7 @@ _ETHER = frozenset(("ether-src", "ether-dst"))
 _IN, _OUT = frozenset(("iif",)), frozenset(("oif",))
 _FILTER = V1_ACTIONS | {"mark"}
 _REJECT = _FILTER | {"reject"}
+_QUEUE = _REJECT | {"queue"}  # after conntrack: a flow's verdict is kept in its entry
 
 
 def _nat(actions: set[str]) -> frozenset[str]:
@@ -66,21 +67,21 @@ BLOCKS: dict[str, Block] = {b.name: b for b in (
     Block("raw prerouting", "prerouting", "raw", -300, _ALWAYS | _IP_META | _IN | _ETHER,
           _FILTER | {"notrack", "redirect"}, "received IP packets, before conntrack"),
     Block("prerouting", "prerouting", "filter", -150,
-          _ALWAYS | _IP_META | _IN | _ETHER | _CT, _REJECT,
+          _ALWAYS | _IP_META | _IN | _ETHER | _CT, _QUEUE,
           "received IP packets, after conntrack, before DNAT"),
     Block("nat prerouting", "prerouting", "nat", -100, _ALWAYS | _IP_META | _IN | _CT,
           _nat({"dnat", "redirect"}), "the first packet of each received connection"),
-    Block("input", "input", "filter", 0, _ALWAYS | _IP_META | _IN | _ETHER | _CT, _REJECT,
+    Block("input", "input", "filter", 0, _ALWAYS | _IP_META | _IN | _ETHER | _CT, _QUEUE,
           "packets for this host"),
     Block("nat input", "input", "nat", 100, _ALWAYS | _IP_META | _IN | _CT,
           _nat({"snat"}), "the first packet of each connection delivered here"),
     Block("forward", "forward", "filter", 0,
-          _ALWAYS | _IP_META | _IN | _OUT | _ETHER | _CT, _REJECT, "routed packets"),
+          _ALWAYS | _IP_META | _IN | _OUT | _ETHER | _CT, _QUEUE, "routed packets"),
     Block("raw output", "output", "raw", -300, _ALWAYS | _IP_META | _OUT,
           _FILTER | {"notrack"}, "packets this host sends, before conntrack"),
     Block("nat output", "output", "nat", -100, _ALWAYS | _IP_META | _OUT | _CT,
           _nat({"dnat", "redirect"}), "the first packet of each connection sent here"),
-    Block("output", "output", "filter", 0, _ALWAYS | _IP_META | _OUT | _CT, _REJECT,
+    Block("output", "output", "filter", 0, _ALWAYS | _IP_META | _OUT | _CT, _QUEUE,
           "packets this host sends"),
     Block("postrouting", "postrouting", "filter", -150, _ALWAYS | _IP_META | _OUT | _CT,
           _FILTER, "sent and forwarded packets, before SNAT"),

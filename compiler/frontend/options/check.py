@@ -13,6 +13,7 @@ import re
 
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import Diagnostic, error, suggest
+from pfc.frontend.options.queue import FIRST_MAX, QUEUE_NUM_MAX
 from pfc.frontend.source import Span
 from pfc.frontend.syntax import MatchNode, OptionNode, RateNode, RuleNode, Value
 from pfc.frontend.text import shorten
@@ -26,13 +27,15 @@ UNITS = ("second", "minute")
 LOG_RATE_MAX, LIMIT_RATE_MAX = 10_000, 1_000_000
 BURST_MAX = 10_000
 _LOG_ONLY = ("prefix", "rate", "snap")
+_QUEUE_ONLY = ("num", "first", "bypass")
 _DROP_ONLY = {"limit": "it matches only the packets over the rate, and drops them",
               "audit": "it turns a drop into a would-be drop"}
 
 
 def check_options(node: RuleNode, diags: list[Diagnostic]) -> tuple[dict, ir.Limit | None]:
     """The options of a rule: keyword arguments for ``ir.Log`` (``log`` rules) or
-    ``{"audit": True}`` (drop rules), and the limit. Errors go to ``diags``."""
+    ``ir.Queue`` (``queue`` rules), ``{"audit": True}`` (drop rules), and the limit.
+    Errors go to ``diags``."""
     seen: dict[str, OptionNode] = {}
     log: dict = {}
     limit = None
@@ -56,9 +59,34 @@ def check_options(node: RuleNode, diags: list[Diagnostic]) -> tuple[dict, ir.Lim
             log["rate"] = _rate(opt.rate, None, LOG_RATE_MAX, diags)
         elif opt.kind == "limit":
             limit = _limit(opt, diags)
+        elif opt.kind in _QUEUE_ONLY:
+            _queue_option(opt, log, diags)
         else:
             log["audit"] = True
+    if node.action == "queue":
+        _queue_protocol(node, diags)
     return log, limit
+
+
+def _queue_option(opt: OptionNode, out: dict, diags: list[Diagnostic]) -> None:
+    """``num N`` (the NFQUEUE queue number), ``first K`` (packets of a flow the decider
+    sees), ``bypass`` (fail open) into ``out``, the keyword arguments of ``ir.Queue``."""
+    if opt.kind == "bypass":
+        out["bypass"] = True
+        return
+    top = QUEUE_NUM_MAX if opt.kind == "num" else FIRST_MAX
+    n = _bounded(opt.value, 0 if opt.kind == "num" else 1, top, f"`{opt.kind}`", diags)
+    if n is not None:
+        out[opt.kind] = n
+
+
+def _queue_protocol(node: RuleNode, diags: list[Diagnostic]) -> None:
+    """A queued flow is a TCP or UDP connection (its 5-tuple keys the verdict)."""
+    if node.protocol not in ("tcp", "udp"):
+        diags.append(error("`queue` needs `tcp` or `udp` in the rule: a flow's verdict is "
+                           "kept per connection (addresses, protocol and ports)",
+                           node.protocol_span or node.action_span, code="needs-protocol",
+                           hint="write e.g. `queue tcp dport 80 first 8`"))
 
 
 def _allowed(opt: OptionNode, action: str, diags: list[Diagnostic]) -> bool:
@@ -67,6 +95,12 @@ def _allowed(opt: OptionNode, action: str, diags: list[Diagnostic]) -> bool:
                            opt.keyword_span, code="stray-option",
                            hint="log first, then decide: `log MATCHES prefix \"...\"` on "
                            "the line before this rule"))
+        return False
+    if opt.kind in _QUEUE_ONLY and action != "queue":
+        diags.append(error(f"`{opt.kind}` belongs to `queue`, not `{action}`",
+                           opt.keyword_span, code="stray-option",
+                           hint="`queue tcp MATCHES num N first K bypass`: hand the "
+                           "packet to the decider on queue N (docs/queue.md)"))
         return False
     if opt.kind in _DROP_ONLY and action != "drop":
         diags.append(error(f"`{opt.kind}` belongs to a `drop` rule, not `{action}`",

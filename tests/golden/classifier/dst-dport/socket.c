@@ -238,18 +238,27 @@ struct {
  * five fields, each present or absent) is memoised per CPU in a direct-mapped array of
  * 4096 entries. An entry holds the whole key (word 0 always has the
  * tag bit PFC_FC_TAG set: an all-zero entry never matches a key), the decider's
- * `slot | action << 24`, and the count rules that held before it (at most PFC_FC_K; a
- * frame with more is not cached). The program runs with bottom halves disabled on its
- * CPU, so one entry is never written by two runs at once. */
-#define PFC_FC_K 4
+ * `slot | action << 24`, the count rules that held before it (at most PFC_FC_K; a
+ * frame with more is not cached) and a check word over all of it. An entry is written
+ * by several stores; a caller that can be preempted half way (a test run, a
+ * preemptible kernel) may leave a mixture of two flows' entries behind: the check word
+ * (written last, computed by the writer from what it meant to write) no longer fits
+ * such a mixture, and a read that does not fit its check word is a miss. */
+#define PFC_FC_K 8
 #define PFC_FC_TAG (1ULL << 12)
 #define PFC_FC_BITS 12
+/* Add-rotate-xor mixing, no multiplication (cheap for the prover's bit-vectors too). */
+#define PFC_ROTL(x, r) (((x) << (r)) | ((x) >> (64 - (r))))
+/* The count rules' chain: one slot more. */
+#define PFC_FC_CHAIN(h, slot) (PFC_ROTL(h, 19) + (slot) + 1)
 
 struct pfc_fc_entry {
 	__u64 key[5];
+	__u64 check;
 	__u32 decide;
 	__u32 nc;
 	__u32 cs[PFC_FC_K];
+	__u32 pad[(128 - 56 - 4 * PFC_FC_K) / 4]; /* whole cache lines */
 };
 
 struct {
@@ -269,19 +278,49 @@ PFC_FN __u32 pfc_fc_slot(const __u64 *k)
 	return PFC_FC_BITS ? h >> (64 - PFC_FC_BITS) : 0; /* one slot: tests */
 }
 
+/* One word w mixed into h. */
+PFC_FN __u64 pfc_fc_mix(__u64 h, __u64 w, int r)
+{
+	h = PFC_ROTL(h, r) + w;
+	return h ^ (h >> 17);
+}
+
+/* The key's part of a check word, computed once per frame, so that only it, not the
+ * five words, stays live until the entry is written. */
+PFC_FN __u64 pfc_fc_keyhash(const __u64 *k)
+{
+	__u64 h = ((k[0] ^ PFC_ROTL(k[1], 13)) + (PFC_ROTL(k[2], 29) ^ PFC_ROTL(k[3], 41))) +
+		  PFC_ROTL(k[4], 53);
+
+	return h ^ (h >> 17);
+}
+
+/* The check word of an entry whose key has the key hash kh, with decision `decide` and
+ * nc count rules whose chain (PFC_FC_CHAIN) is hc
+ * (pfc.backends.ebpf.classify.plan.fc_check computes the same). */
+PFC_FN __u64 pfc_fc_check(__u64 kh, __u32 decide, __u32 nc, __u64 hc)
+{
+	__u64 h = pfc_fc_mix(pfc_fc_mix(kh, decide | (__u64)nc << 32, 23), hc, 41);
+
+	return h ^ (h >> 31);
+}
+
 /* Whether entry e holds key k. */
-PFC_FN int pfc_fc_hit(const struct pfc_fc_entry *e, const __u64 *k)
+PFC_FN int pfc_fc_keyed(const struct pfc_fc_entry *e, const __u64 *k)
 {
 	return !((e->key[0] ^ k[0]) | (e->key[1] ^ k[1]) |
 		 (e->key[2] ^ k[2]) | (e->key[3] ^ k[3]) | (e->key[4] ^ k[4]));
 }
 
-/* A miss: the entry is emptied (its tag word zero, no count rules) and takes the key's
- * other words at once. The count scan records the count rules in the entry itself:
- * a count the verifier does not track (on the stack it would walk the scan's
- * callback once per value, 1.5x its work). */
+/* A miss: the entry's check word is cleared first (no read fits it while it is being
+ * written), then the key's other words and no count rules. The count scan records the
+ * count rules in the entry itself (a count the verifier does not track: kept on the
+ * stack it made the verifier walk the scan's callback once per value, 1.5x its work)
+ * and their chain beside the scan's state. */
 PFC_FN void pfc_fc_claim(struct pfc_fc_entry *e, const __u64 *k)
 {
+	e->check = 0;
+	asm volatile("" ::: "memory");
 	e->key[0] = 0;
 	e->key[1] = k[1];
 	e->key[2] = k[2];
@@ -290,25 +329,32 @@ PFC_FN void pfc_fc_claim(struct pfc_fc_entry *e, const __u64 *k)
 	e->nc = 0;
 }
 
-/* A count rule held (its slot): recorded while the entry has room. */
-PFC_FN void pfc_fc_count(struct pfc_fc_entry *e, __u32 slot)
+/* A count rule held (its slot): recorded while the entry has room; *hc its chain. */
+PFC_FN void pfc_fc_count(struct pfc_fc_entry *e, __u64 *hc, __u32 slot)
 {
 	__u32 n = e->nc;
 
 	if (n < PFC_FC_K)
-		e->cs[n & (PFC_FC_K - 1)] = slot;
+		e->cs[n] = slot;
 	e->nc = n + 1;
+	*hc = PFC_FC_CHAIN(*hc, slot);
 }
 
-/* Decided: the decision, then the tag word: the entry is whole. A frame that more
- * count rules held than an entry keeps leaves it empty. */
-PFC_FN void pfc_fc_store(struct pfc_fc_entry *e, __u64 k0, __u32 decide)
+/* Decided: the decision and the tag word, then the check word, computed from what this
+ * run wrote (its key's hash, the decision, its own chain of count rules): a store torn by
+ * another run leaves a check that fits neither. A frame that more count rules held
+ * than an entry keeps leaves it without one (empty). */
+PFC_FN void pfc_fc_store(struct pfc_fc_entry *e, __u64 k0, __u64 kh, __u32 decide,
+			 __u64 hc)
 {
-	if (e->nc > PFC_FC_K)
+	__u32 nc = e->nc;
+
+	if (nc > PFC_FC_K)
 		return;
 	e->decide = decide;
-	asm volatile("" ::: "memory");
 	e->key[0] = k0;
+	asm volatile("" ::: "memory");
+	e->check = pfc_fc_check(kh, decide, nc, hc);
 }
 
 
@@ -321,6 +367,8 @@ PFC_FN __u64 pfc_ctz(__u64 x)
 
 /* Keep one register for a value clang would otherwise copy around its bounds test. */
 #define PFC_PIN(v) asm volatile("" : "+r"(v))
+/* One read of a word another run may be rewriting (the flow cache's entries). */
+#define PFC_ONCE(x) (*(volatile typeof(x) *)&(x))
 
 /* w OR word 64s+b of the vector of record r. */
 PFC_FN __u64 pfc_word(const struct pfc_rec *r, void *pool, __u64 w, __u32 s, __u64 b)
@@ -376,17 +424,21 @@ struct pfc_recs {
  * callback is verified once, not once per candidate): the first word whose AND over
  * the fields is not zero, in rule order. */
 struct pfc_cand {
-	struct pfc_recs v;
+	union {
+		struct pfc_recs v;
+		__u32 cs[PFC_FC_K]; /* a flow-cache hit: the count rules checked, then counted */
+	};
 	__u64 m;      /* candidate words of summary word s (count scan: s - 1) not yet visited */
 	__u64 x;      /* the AND of the first word not zero, once found (count scan: the
 		       * count bits of word w not yet visited) */
-	__u64 nbytes; /* count scan: what a count rule adds */
+	__u32 nbytes; /* count scan: what a count rule adds (a frame's length) */
 	__u32 s;      /* the summary word (count scan: the next one) */
 	__u32 w;      /* its word, once found */
 	__u32 woff;   /* the word of bit 0 of summary word soff */
 	__u32 soff;
 	__u32 limit;  /* count scan: the decider's slot */
 	struct pfc_fc_entry *fe; /* count scan: the flow cache's entry, which records them */
+	__u64 hc;                /* and the chain of their slots (pfc_fc_count) */
 };
 
 static long pfc_cand_step(__u32 step, void *arg)
@@ -474,20 +526,41 @@ int pfc_socket(struct __sk_buff *skb)
 		s01, s23, d01, d23,
 	};
 	__u32 fslot = pfc_fc_slot(fk);
+	__u64 kh = pfc_fc_keyhash(fk);
 	struct pfc_fc_entry *fe = bpf_map_lookup_elem(&pfc_flow_cache, &fslot);
 
 	if (!fe) /* cannot happen: the slot is below the size; one verifier state, not two */
 		return PFC_DROP;
-	if (pfc_fc_hit(fe, fk)) {
-		if (fe->nc) {
+	struct pfc_cand cand = {};
+
+	if (pfc_fc_keyed(fe, fk)) { /* a hit when the entry fits its check word */
+		__u32 decide = PFC_ONCE(fe->decide), nc = PFC_ONCE(fe->nc);
+
+		if (nc == 0) {
+			if (pfc_fc_check(kh, decide, 0, 0) == PFC_ONCE(fe->check)) {
+				slot = PFC_SLOT(decide);
+				verdict = PFC_ACT(decide);
+				goto decided;
+			}
+		} else if (nc <= PFC_FC_K) {
+			__u32 *cs = cand.cs; /* what was checked is what is counted */
+			__u64 hc = 0;
 #pragma unroll
 			for (int i = 0; i < PFC_FC_K; i++)
-				if (i < fe->nc)
-					pfc_count(fe->cs[i], counted);
+				if (i < nc) {
+					cs[i] = PFC_ONCE(fe->cs[i]);
+					hc = PFC_FC_CHAIN(hc, cs[i]);
+				}
+			if (pfc_fc_check(kh, decide, nc, hc) == PFC_ONCE(fe->check)) {
+#pragma unroll
+				for (int i = 0; i < PFC_FC_K; i++)
+					if (i < nc)
+						pfc_count(cs[i], counted);
+				slot = PFC_SLOT(decide);
+				verdict = PFC_ACT(decide);
+				goto decided;
+			}
 		}
-		slot = PFC_SLOT(fe->decide);
-		verdict = PFC_ACT(fe->decide);
-		goto decided;
 	}
 
 	if (!pfc_is_ready()) { /* fail closed: the maps are not filled yet (a hit needs an
@@ -534,7 +607,12 @@ int pfc_socket(struct __sk_buff *skb)
 	(void)fp;
 	slot = 140; /* the default, until a rule decides */
 	verdict = 1; /* an action: 0 drop, 1 pass, 3 + k redirect k */
-	struct pfc_cand cand = { { r_fp, w_fp, r_dst, w_dst, r_dport, w_dport } };
+	cand.v.r_fp = r_fp;
+	cand.v.w_fp = w_fp;
+	cand.v.r_dst = r_dst;
+	cand.v.w_dst = w_dst;
+	cand.v.r_dport = r_dport;
+	cand.v.w_dport = w_dport;
 
 	cand.fe = fe;
 
@@ -585,7 +663,7 @@ int pfc_socket(struct __sk_buff *skb)
 		}
 	}
 
-	pfc_fc_store(fe, fk[0], slot | verdict << 24);
+	pfc_fc_store(fe, fk[0], kh, slot | verdict << 24, cand.hc);
 decided:
 	pfc_count(slot, counted);
 	if (verdict == 1)

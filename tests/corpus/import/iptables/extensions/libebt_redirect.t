@@ -1,0 +1,4 @@
+:PREROUTING
+*nat
+-j redirect ;=;OK
+-j redirect --redirect-target RETURN;=;OK
