@@ -166,3 +166,18 @@ def test_a_set_error_is_one_json_object(tmp_path, capsys, monkeypatch) -> None:
     assert code == 2
     report = json.loads(capsys.readouterr().out)  # one object, nothing after it
     assert list(report) == ["version", "error"] and report["version"] == 1
+
+
+def test_a_queue_policy_is_neither_compared_nor_proved(tmp_path, capsys) -> None:
+    """`queue` (merged after the prover) hands the verdict to a user-space decider: not
+    a per-frame formula. diff once called `queue` the same as `pass` and crashed
+    (exit 70) against `drop`; prove crashed loading it (exit 70)."""
+    queue, drop = tmp_path / "q.pf", tmp_path / "d.pf"
+    queue.write_text("queue udp dport 53\n")
+    drop.write_text("drop udp dport 53\n")
+    assert main(["diff", str(queue), str(drop), "--format", "json"]) == 2
+    assert json.loads(capsys.readouterr().out)["error"] == (
+        "pfc diff compares stateless policies; these use queue")
+    assert main(["prove", str(queue), "--targets", "nft:input"]) == 1
+    assert capsys.readouterr().out == (
+        f"{queue}: not proved: pfc prove covers stateless policies (this one uses queue)\n")
