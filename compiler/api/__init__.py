@@ -197,15 +197,15 @@ def load(policy: PolicyInput, target: str, dev: str, *, netns: str | None = None
 
 def dry_run(policy: PolicyInput, target: str, dev: str, *, netns: str | None = None,
             force: bool = False, mode: str | None = None, hook: str | None = None,
-            table: str = "pfc", limit: int = 8) -> DryRun:
+            table: str = "pfc", limit: int = 8, progress=None) -> DryRun:
     """``pfc load --dry-run``: compile, have the kernel check what ``load`` would send
     (verifier load without attach, ``nft -c``, ``iptables-restore --test`` in a scratch
-    namespace), and compare with the policy loaded there now (rules removed and added,
-    and ``pfc diff``'s regions, at most ``limit``). Changes nothing. CompileError,
-    LoadError (the load would fail) as for :func:`load`."""
+    namespace), compare with what is loaded there (rules, lists, ``diff``'s regions:
+    ``limit``, ``progress``). Changes nothing; CompileError, LoadError as :func:`load`."""
     from pfc.deploy.preview import preview
     from pfc.deploy.snapshot import compile_copy
     from pfc.prove.diff import align, diff
+    from pfc.prove.sets import changes as set_changes
 
     compiled = front(policy)
     artifact = compile(compiled, target, hook=hook, dev=dev, table=table)
@@ -223,9 +223,9 @@ def dry_run(policy: PolicyInput, target: str, dev: str, *, netns: str | None = N
     added = [(new.rules[j].line, compiled.rule_text(new.rules[j]))
              for j in sorted(alignment.changed_new)]
     stateless = not (ir.flow_features(old.policy) or ir.flow_features(new))
-    return DryRun(seen, "compared", removed, added,
-                  diff(old.policy, new, limit=limit) if stateless else None,
-                  set_file_changes(old, compiled))
+    regions = diff(old.policy, new, limit=limit, progress=progress) if stateless else None
+    return DryRun(seen, "compared", removed, added, regions,
+                  set_file_changes(old, compiled), set_changes(old.policy, new))
 
 
 def apply(config: str | os.PathLike | None = None, *,

@@ -13,6 +13,7 @@ from pfc.frontend.pipeline import Compiled, compile_path, compile_text
 if TYPE_CHECKING:
     from pfc.deploy.preview import Preview
     from pfc.prove.diff import Result as DiffResult
+    from pfc.prove.sets import SetChange as ListChange
 
 PolicyInput = str | os.PathLike | Compiled
 
@@ -46,11 +47,12 @@ class DryRun:
     added: list[tuple[int, str]] | None = None
     diff: DiffResult | None = None
     set_files: dict[str, tuple[int, int]] | None = None  # path → (lines removed, added)
+    sets: list[ListChange] | None = None  # named lists whose entries changed
 
     @property
     def changes(self) -> bool:
         return self.compared != "compared" or bool(self.removed or self.added or
-                                                   self.set_files) or \
+                                                   self.set_files or self.sets) or \
             not (self.diff is None or self.diff.same)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from typing import TextIO
 
 from pfc.cli.common import Command
@@ -13,6 +14,37 @@ from pfc.cli.output import shown as printable
 from pfc.cli.prove import hex_witness, why
 
 SHOWN_RULES = 20  # rules listed per side; the rest are counted
+
+
+def load_dry_run(args: argparse.Namespace, compiled, target: str, dev: str) -> int:
+    """``pfc load --dry-run``: :func:`pfc.api.dry_run`, shown as text or JSON."""
+    from pfc import api
+    from pfc.cli.common import print_diagnostics
+    from pfc.cli.output import print_json
+    from pfc.cli.prove import status_line
+    from pfc.deploy.base import LoadError
+    from pfc.frontend.diagnostics import CompileError
+
+    try:
+        with status_line("pfc load --dry-run: comparing verdicts") as progress:
+            result = api.dry_run(compiled, target, dev, netns=args.netns, force=args.force,
+                                 mode=args.mode, hook=args.hook, table=args.table,
+                                 progress=progress)
+    except CompileError as exc:
+        print_diagnostics(exc.diagnostics, compiled.sources)
+        return 1
+    except LoadError as exc:
+        if args.format == "json":
+            print_json({"error": printable(exc.cause)})
+        print(printable(f"pfc load --dry-run: error: {exc.cause}"), file=sys.stderr)
+        if exc.hint:
+            print(printable(f"hint: {exc.hint}"), file=sys.stderr)
+        return 2
+    if args.format == "json":
+        print_json(dry_run_json(result))
+    else:
+        show_dry_run(result)
+    return 0
 
 
 def show_dry_run(result, out: TextIO | None = None) -> None:
@@ -41,6 +73,8 @@ def show_dry_run(result, out: TextIO | None = None) -> None:
             "cannot be compared (load it once with this pfc)")
         return
     _rules(say, result.removed, result.added)
+    if result.sets:
+        say("  lists: " + "; ".join(c.text() for c in result.sets))
     for name, (gone, new) in (result.set_files or {}).items():
         say(f"  set file {name}: {gone} lines removed, {new} added since the load")
     if seen.target == "firewall":
@@ -50,12 +84,37 @@ def show_dry_run(result, out: TextIO | None = None) -> None:
     _regions(say, result.diff)
 
 
+def _paired(removed: list, added: list) -> tuple[list, list, list]:
+    """(removed, added, same): ``same`` the added rules whose text a removed one has
+    (each paired once), left out of the other two."""
+    left = Counter(t for _, t in added)
+    gone, pairs = [], Counter()
+    for n, t in removed:
+        if left[t]:
+            left[t] -= 1
+            pairs[t] += 1
+        else:
+            gone.append((n, t))
+    new, same = [], []
+    for n, t in added:
+        if pairs[t]:
+            pairs[t] -= 1
+            same.append((n, t))
+        else:
+            new.append((n, t))
+    return gone, new, same
+
+
 def _rules(say, removed: list, added: list) -> None:
-    if not removed and not added:
+    """Rules removed (-) and added (+); a rule whose text is the same on both sides
+    changed only through a named list's contents (~, the lists' entries below)."""
+    removed, added, same = _paired(removed, added)
+    if not removed and not added and not same:
         say("  rules: none added or removed")
         return
-    say(f"  rules: {len(removed)} removed, {len(added)} added")
-    for sign, rows in (("-", removed), ("+", added)):
+    lists = f", {len(same)} changed by a list's entries" if same else ""
+    say(f"  rules: {len(removed)} removed, {len(added)} added{lists}")
+    for sign, rows in (("-", removed), ("+", added), ("~", same)):
         for line, text in rows[:SHOWN_RULES]:
             say(f"    {sign} line {line}: {text}")
         if len(rows) > SHOWN_RULES:
@@ -92,6 +151,7 @@ def dry_run_json(result) -> dict:
             "added": [{"line": n, "text": t} for n, t in result.added or []],
             "set_files": {k: {"removed": a, "added": b}
                           for k, (a, b) in (result.set_files or {}).items()},
+            "sets": [c.to_json() for c in result.sets or []],
             "regions": [{"where": r.where, "change": r.change}
                         for r in (result.diff.regions if result.diff else [])]}
 

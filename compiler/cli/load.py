@@ -10,7 +10,6 @@ one with a hint.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from pfc import api
@@ -132,7 +131,8 @@ def _load(args: argparse.Namespace) -> int:
     for warning in _ignored(args, target):
         print(f"pfc load: warning: {warning}", file=sys.stderr)
     if args.dry_run:
-        return _dry_run(args, compiled, target, dev)
+        from pfc.cli.apply import load_dry_run
+        return load_dry_run(args, compiled, target, dev)
     try:
         result = api.load(compiled, target, dev, netns=args.netns, force=args.force,
                           mode=args.mode, hook=args.hook, table=args.table, audit=args.audit)
@@ -155,24 +155,6 @@ def _ignored(args: argparse.Namespace, target: str) -> list[str]:
     where = "the device's XDP hook" if target == "xdp" else "the device's tc ingress"
     return [f"--table {shown(args.table)} is ignored by target `{target}`: it attaches a "
             f"program to {where}, not to a table or chain"]
-
-
-def _dry_run(args: argparse.Namespace, compiled, target: str, dev: str) -> int:
-    from pfc.cli.apply import dry_run_json, show_dry_run
-
-    try:
-        result = api.dry_run(compiled, target, dev, netns=args.netns, force=args.force,
-                             mode=args.mode, hook=args.hook, table=args.table)
-    except CompileError as exc:
-        print_diagnostics(exc.diagnostics, compiled.sources)
-        return 1
-    except loading.LoadError as exc:
-        return _fail("load --dry-run", exc)
-    if args.format == "json":
-        print(json.dumps(dry_run_json(result), indent=2))
-    else:
-        show_dry_run(result)
-    return 0
 
 
 def _place(record) -> str:

@@ -58,7 +58,7 @@ A policy is a file of rules, one per line, tried top to bottom:
 
 # Commands whose --format json is a report on stdout (compile's --format is the artifact's).
 REPORTS = frozenset(("check", "run", "verify", "bench", "status", "targets", "apply",
-                     "import"))
+                     "diff", "prove", "set", "load", "import"))
 EX_SOFTWARE = 70  # sysexits.h: an internal software error
 EXIT_CODES = """\
 exit codes:

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import sys
+import time
 
 from pfc.cli.common import Command, UsageError, load, print_diagnostics
+from pfc.cli.output import print_json
 from pfc.frontend import ir
 
 WITNESS_SHOWN = 48  # bytes of a witness printed in text output
@@ -38,6 +40,25 @@ def _policy(path: str) -> ir.Policy | None:
         print_diagnostics(compiled.diagnostics, compiled.sources)
         return None
     return compiled.require()  # a whole firewall: an error saying prove takes one list
+
+
+@contextlib.contextmanager
+def status_line(label: str):
+    """A ``progress(text)`` that keeps one line on a terminal's standard error up to
+    date (``pfc diff: 3 regions found, looking for more (41 s)``) and clears it at
+    the end; None when standard error is not a terminal (logs stay clean)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    start = time.monotonic()
+
+    def progress(text: str) -> None:
+        print(f"\r\033[K{label}: {text} ({time.monotonic() - start:.0f} s)", end="",
+              file=sys.stderr, flush=True)
+    try:
+        yield progress
+    finally:
+        print("\r\033[K", end="", file=sys.stderr, flush=True)
 
 
 def hex_witness(data: bytes) -> str:
@@ -79,16 +100,19 @@ def _diff(args: argparse.Namespace) -> int:
     if old is None or new is None:
         return 2
     try:
-        result = diff(old, new, bound=args.max_len or DEFAULT_BOUND, limit=args.limit)
+        with status_line("pfc diff") as progress:
+            result = diff(old, new, bound=args.max_len or DEFAULT_BOUND, limit=args.limit,
+                          progress=progress)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     _write(args.write, [r.witness for r in result.regions])
     if args.format == "json":
-        print(json.dumps({
+        print_json({
             "same": result.same, "complete": result.complete, "max_len": result.bound,
+            "sets": [c.to_json() for c in result.sets],
             "regions": [{"where": r.where, "change": r.change, "old": _side_json(r.old),
                          "new": _side_json(r.new), "witness": r.witness.hex()}
-                        for r in result.regions]}, indent=2))
+                        for r in result.regions]})
     else:
         _print_diff(args, result)
     return 0 if result.same else 1
@@ -103,6 +127,8 @@ def _print_diff(args: argparse.Namespace, result) -> None:
     more = "" if result.complete else " (the first ones; there are more)"
     n = len(result.regions)
     print(f"{args.old} → {args.new}: {n} region{'s' * (n != 1)} of frames change{more}:")
+    if result.sets:
+        print("  lists: " + "; ".join(c.text() for c in result.sets))
     for r in result.regions:
         print(f"  {r.line()}")
         print(f"      old: {why(r.old)}; new: {why(r.new)}")
@@ -148,10 +174,12 @@ def _prove_args(p: argparse.ArgumentParser) -> None:
 
 def _specs(args: argparse.Namespace) -> tuple[list[str], bool]:
     from pfc import backends
+    from pfc.prove.run import MODELLED
     known = [t for t in backends.registry() if t != "ir"]
     if args.artifact:
-        if not args.target or args.target not in known:
-            raise UsageError("--artifact needs --target T with T one of " + ", ".join(known))
+        if not args.target or args.target not in MODELLED:
+            raise UsageError("--artifact needs --target T with T one of "
+                             + ", ".join(MODELLED))
         if len(args.files) != 1:
             raise UsageError("--artifact proves one artifact against one policy file")
         return [f"{args.target}:{args.hook}" if args.hook else args.target], True
@@ -168,37 +196,71 @@ def _specs(args: argparse.Namespace) -> tuple[list[str], bool]:
 
 def _prove(args: argparse.Namespace) -> int:
     from pfc.prove.diff import DEFAULT_BOUND
-    from pfc.prove.run import prove_file
 
     specs, explicit = _specs(args)
     if args.timeout is not None and not args.timeout > 0:
         raise UsageError(f"--timeout {args.timeout:g}: give a number of seconds above 0")
-    results, code = [], 0
+    files, code = [], 0
     for path in args.files:
         compiled = load(path)
         if not compiled.ok:
             print_diagnostics(compiled.diagnostics, compiled.sources)
+            files.append({"file": path, "proved": False, "reason": "does not compile",
+                          "targets": []})
             code = 2
             continue
-        try:
-            got = prove_file(compiled, specs, explicit=explicit, artifact=args.artifact,
-                             bound=args.max_len or DEFAULT_BOUND, confirm=not args.no_run,
-                             timeout=args.timeout)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from exc
-        results += [(path, r) for r in got]
-    _write(args.write, [r.proof.wire for _, r in results if r.proof and r.proof.wire])
-    if any(r.error for _, r in results):
-        code = 2
-    if any(r.proof and not r.proof.equal for _, r in results):
-        code = max(code, 1)
+        entry = _prove_one(args, path, compiled, specs, explicit,
+                           args.max_len or DEFAULT_BOUND)
+        files.append(entry)
+        code = max(code, _file_code(entry))
+    _write(args.write, [bytes.fromhex(t["wire"]) for f in files for t in f["targets"]
+                        if t.get("wire")])
     if args.format == "json":
-        print(json.dumps({"ok": code == 0, "results": [
-            {"file": p} | r.to_json() for p, r in results]}, indent=2))
-    else:
-        for path, r in results:
-            print(f"{path}: {r.line()}")
+        print_json({"ok": code == 0, "files": files})
     return code
+
+
+def _prove_one(args: argparse.Namespace, path: str, compiled, specs: list[str],
+               explicit: bool, bound: int) -> dict:
+    """Prove one file, each target's line printed (and flushed: a pipe or a CI log
+    shows it) as soon as it is known; the file's JSON entry."""
+    from pfc.prove.run import prove_file, slow_redirects, stateful
+
+    text = args.format != "json"
+    why = stateful(compiled)
+    if why is not None:
+        if text:
+            print(f"{path}: not proved: {why}", flush=True)
+        return {"file": path, "proved": False, "reason": why, "targets": []}
+    notes = slow_redirects(compiled.require())
+    for note in notes if text else ():
+        print(f"{path}: note: {note}", flush=True)
+    targets = []
+    try:
+        for r in prove_file(compiled, specs, explicit=explicit, artifact=args.artifact,
+                            bound=bound, confirm=not args.no_run, timeout=args.timeout):
+            targets.append(r.to_json())
+            if text:
+                print(f"{path}: {r.line()}", flush=True)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    proved = any(t["status"] == "proved" for t in targets)
+    reason = None if proved else "no target could express it" if all(
+        t["status"] in ("not-expressible", "not-modelled") for t in targets) else None
+    if reason and text:
+        print(f"{path}: not proved: {reason} (--targets T:HOOK chooses a hook)", flush=True)
+    return {"file": path, "proved": proved, "reason": reason, "notes": notes,
+            "targets": targets}
+
+
+def _file_code(entry: dict) -> int:
+    """2 an error, 1 a difference or nothing proved, else 0."""
+    statuses = {t["status"] for t in entry["targets"]}
+    if "error" in statuses:
+        return 2
+    if statuses - {"proved", "not-expressible", "not-modelled"} or not entry["proved"]:
+        return 1
+    return 0
 
 
 PROVE = Command("prove", "prove a compiled artifact equal to its policy, for every frame",

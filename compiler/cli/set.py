@@ -4,12 +4,11 @@ loaded policy's address set in place, atomically (docs/operate.md)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from pfc.cli.common import Command, UsageError
-from pfc.cli.output import shown
+from pfc.cli.output import print_json, shown
 
 
 def _set_args(p: argparse.ArgumentParser) -> None:
@@ -54,14 +53,14 @@ def _set(args: argparse.Namespace) -> int:
                                   target=args.target, netns=args.netns,
                                   label=args.file or "<command line>")
     except LoadError as exc:
+        if args.format == "json":
+            print_json({"error": shown(exc.cause)})
         print(shown(f"pfc set: error: {exc.cause}"), file=sys.stderr)
         if exc.hint:
             print(shown(f"hint: {exc.hint}"), file=sys.stderr)
-        if args.format == "json":
-            print(json.dumps({"version": 1, "error": exc.cause}, indent=2))
         return 2
     if args.format == "json":
-        print(json.dumps({"version": 1, "changes": [vars(c) for c in changes]}, indent=2))
+        print_json({"changes": [vars(c) for c in changes]})
         return 0
     for note in (n for c in changes for n in c.notes):
         print(shown(note), file=sys.stderr)

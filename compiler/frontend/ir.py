@@ -433,15 +433,15 @@ class Policy:
 
 def flow_features(policy: Policy) -> list[str]:
     """The words of the features a per-frame formula cannot state (``pfc prove``,
-    ``pfc diff``): ``log``, ``limit``, ``audit``, ``ct state``, in that order."""
+    ``pfc diff``): ``log``, ``limit``, ``audit``, ``ct state``, ``queue``, in that order."""
     used = set()
     for r in policy.rules:
-        used |= {"log"} if isinstance(r.action, Log) else set()
+        used |= {w for w, kind in (("log", Log), ("queue", Queue)) if isinstance(r.action, kind)}
         used |= {"limit"} if r.limit is not None else set()
         used |= {"audit"} if isinstance(r.action, Drop) and r.action.audit else set()
         used |= {"ct state"} if any(isinstance(m, CtMatch) for m in r.matches) else set()
     used |= {"audit"} if policy.default_audit else set()
-    return [w for w in ("log", "limit", "audit", "ct state") if w in used]
+    return [w for w in ("log", "limit", "audit", "ct state", "queue") if w in used]
 
 
 def rule_stateful(rule: Rule) -> bool:

@@ -32,7 +32,7 @@ import z3
 from pfc.backends.describe import describe, match_text
 from pfc.frontend import ir
 from pfc.oracle import interp
-from pfc.prove import boxes, formula, merge
+from pfc.prove import boxes, formula, merge, sets
 from pfc.prove.frame import DEFAULT_BOUND, Frame, Reading, frame_bytes, frames_differ
 from pfc.prove.frame import solver as solver_
 
@@ -70,6 +70,7 @@ class Result:
     bound: int = DEFAULT_BOUND
     encoded: tuple[int, int] = (0, 0)  # rules encoded (old, new)
     seconds: float = 0.0
+    sets: list[sets.SetChange] = field(default_factory=list)  # named lists that changed
 
     @property
     def same(self) -> bool:
@@ -156,16 +157,18 @@ def differ(a: formula.Meaning, b: formula.Meaning, frame: Frame,
 
 
 def diff(old: ir.Policy, new: ir.Policy, *, bound: int = DEFAULT_BOUND,
-         limit: int = DEFAULT_LIMIT, naive: bool = False) -> Result:
+         limit: int = DEFAULT_LIMIT, naive: bool = False, progress=None) -> Result:
     """The regions where ``old`` and ``new`` differ (module doc). ``naive``: encode
-    every rule (the benchmark's peer)."""
+    every rule (the benchmark's peer). ``progress(text)``, when given, hears what the
+    search is doing (stating the rules, each region found)."""
+    tell = progress or (lambda text: None)
     used = ir.flow_features(old) + ir.flow_features(new)
     if used:
         raise ValueError("pfc diff compares stateless policies; these use "
                          + ", ".join(dict.fromkeys(used)))
     start = time.perf_counter()
     alignment = align(old, new)
-    result = Result(bound=bound)
+    result = Result(bound=bound, sets=sets.changes(old, new))
     if not naive and not alignment.changed_old and not alignment.changed_new \
             and old.default == new.default:
         result.seconds = time.perf_counter() - start
@@ -173,6 +176,7 @@ def diff(old: ir.Policy, new: ir.Policy, *, bound: int = DEFAULT_BOUND,
     rules_a, rules_b = (list(old.rules), list(new.rules)) if naive else relevant(
         old, new, alignment)
     result.encoded = (len(rules_a), len(rules_b))
+    tell(f"stating {len(rules_a)} + {len(rules_b)} rules")
     frame = Frame.fresh(bound=bound)
     reading = Reading(frame, address_sets="prefixes")
     changed = (frozenset(old.rules[i].index for i in alignment.changed_old),
@@ -181,13 +185,17 @@ def diff(old: ir.Policy, new: ir.Policy, *, bound: int = DEFAULT_BOUND,
     judge_a = Judge(old, rules_a, changed[0], merged=not naive)
     judge_b = Judge(new, rules_b, changed[1], merged=not naive)
     a, b = judge_a.meaning(reading), judge_b.meaning(reading)
-    solver = solver_()
-    solver.add(frame.valid(), differ(a, b, frame, alignment.counters))
+    solver = solver_(light=True)
+    # a frame has an Ethernet header (every hook sees 14 bytes or more): no empty witness
+    solver.add(frame.valid(), frame.has(0, 14), differ(a, b, frame, alignment.counters))
     while len(result.regions) < limit:
+        n = len(result.regions)
+        tell(f"{n} region{'s' * (n != 1)} found, looking for more")
         witness = _witness(solver, frame)
         if witness is None:
             break
-        region = describe_region(judge_a, judge_b, witness, alignment.counters)
+        region = describe_region(judge_a, judge_b, witness, alignment.counters,
+                                 result.sets)
         result.regions.append(region)
         solver.add(z3.Not(_cell(a, b, region, alignment.counters, changed)))
     else:
@@ -282,9 +290,12 @@ class Judge:
 
 
 def describe_region(old: Judge, new: Judge, witness: bytes,
-                    counters: tuple[tuple[int | None, int | None], ...] = ()) -> Region:
+                    counters: tuple[tuple[int | None, int | None], ...] = (),
+                    changed_sets: list[sets.SetChange] | None = None) -> Region:
     """The region of ``witness``: what each policy does to it, and the frames the
-    deciding rules (and the count rules that differ) hold on together."""
+    deciding rules (and the count rules that differ) hold on together; a named list
+    whose contents changed and whose changed entries hold the witness is written as
+    those entries (``src 203.0.113.11 (no longer in $admins)``)."""
     a, b = old.side(witness), new.side(witness)
     changes, rules = [], []
     if a.verdict != b.verdict:
@@ -302,21 +313,46 @@ def describe_region(old: Judge, new: Judge, witness: bytes,
     if not changes:
         raise AssertionError("pfc diff: the formula and the interpreter disagree on "
                              f"frame {witness.hex()}: this is a pfc bug")
-    return Region(where_text(rules), "; ".join(changes), a, b, witness)
+    named = {c.name: c for c in changed_sets or []}
+    return Region(where_text(rules, lambda r, m: _changed_text(r, m, named, witness)),
+                  "; ".join(changes), a, b, witness)
 
 
 SPECIFIC = {"all": 0, "ip": 1, "ip6": 1, "tcp": 2, "udp": 2, "icmp": 2, "icmp6": 2}
+WHICH = {"removed": "no longer in", "added": "new in"}
 
 
-def where_text(rules: list[ir.Rule]) -> str:
-    """The frames the rules hold on together, as match words."""
+def where_text(rules: list[ir.Rule], text=None) -> str:
+    """The frames the rules hold on together, as match words (``text(rule, match)``:
+    another wording of a match, or None)."""
     if not rules:
         return "frames no rule holds on"
     proto = max((r.proto_name for r in rules), key=lambda p: SPECIFIC.get(p, 1))
     words = [] if proto == "all" else [proto]
     for rule in rules:
         for m in rule.matches:
-            text = match_text(m)
-            if text not in words:
-                words.append(text)
+            word = (text and text(rule, m)) or match_text(m)
+            if word not in words:
+                words.append(word)
     return " ".join(words) or "every frame"
+
+
+def _changed_text(rule: ir.Rule, m: ir.Match, named: dict[str, sets.SetChange],
+                  witness: bytes) -> str | None:
+    """``m`` as the entries of its named list that changed and hold ``witness``."""
+    change = named.get(getattr(m, "set_name", None) or "")
+    if change is None or m.negated:
+        return None
+    for which, words in WHICH.items():
+        part = sets.changed_part(m, change, which)
+        if part is not None and _holds(rule, part, witness):
+            return (f"{m.field} {sets.entries_text(change, which)} ({words} "
+                    f"${change.name})")
+    return None
+
+
+def _holds(rule: ir.Rule, m: ir.Match, witness: bytes) -> bool:
+    """The interpreter finds ``m`` (under ``rule``'s protocol) on ``witness``."""
+    probe = dataclasses.replace(rule, index=0, matches=(m,), action=ir.Drop(), limit=None)
+    policy = ir.Policy((probe,), ir.Verdict.PASS)
+    return interp.evaluate(policy, witness).verdict is ir.Verdict.DROP

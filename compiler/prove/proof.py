@@ -28,6 +28,7 @@ from pfc.prove.frame import (
     Behaviour,
     Frame,
     Reading,
+    check,
     concrete,
     frame_bytes,
     frames_differ,
@@ -150,7 +151,7 @@ def _holds_on(expr: z3.BoolRef, frame: Frame, data: bytes) -> bool:
     """``expr`` can hold with the frame ``data`` (other variables free)."""
     fixed = z3.Solver()
     fixed.add(z3.substitute(expr, *concrete(frame, data)))
-    return fixed.check() == z3.sat
+    return check(fixed) == z3.sat
 
 
 def _witness(solver, frame: Frame, deadline: float | None = None) -> bytes | None:
@@ -259,6 +260,24 @@ def replace_policy(artifact: Artifact, policy: ir.Policy) -> Artifact:
 
 
 # ------------------------------------------------------------------- given artifacts
+
+def given_hook(target: str, path: str, hook: str | None) -> str | None:
+    """The hook a given artifact file is for: ``hook`` (``--hook``) or, for nft, the
+    base chain's hook the file declares (the file's table and chain are the ones
+    loaded and read back). ValueError (a usage error) when they disagree or an nft
+    file names no single hook and none is given; OSError when it cannot be read."""
+    if target != "nft":
+        return hook
+    from pathlib import Path
+
+    from pfc.prove.targets import nft
+    declared = nft.hook_of(Path(path).read_bytes())
+    if hook is not None and declared is not None and declared != hook:
+        raise ValueError(f"{path} is for hook `{declared}`, not `{hook}` (--hook)")
+    if hook is None and declared is None:
+        raise ValueError(f"{path}: no single base chain hook in the file; give --hook")
+    return hook or declared
+
 
 def adopt(artifact: Artifact, path: str) -> Artifact:
     """``artifact`` (pfc's own, for its meta data and runner) with the program read

@@ -63,7 +63,8 @@ def test_dry_run_changes_nothing_and_shows_the_change(lab, tmp_path, target, ext
     assert [r["text"] for r in seen["added"]] == ["drop udp dport 1002", "drop src $bad"]
     assert seen["set_files"] == {str(tmp_path / "bad.txt"): {"removed": 1, "added": 1}}
     assert {(r["where"], r["change"]) for r in seen["regions"]} == {
-        ("src $bad", "drop → pass"), ("src $bad", "pass → drop"),  # 10.9/16 out, 10.7/16 in
+        ("src 10.9.0.0/16 (no longer in $bad)", "drop → pass"),
+        ("src 10.7.0.0/16 (new in $bad)", "pass → drop"),
         ("udp dport 1001", "drop → pass"), ("udp dport 1002", "pass → drop")}
 
     code, same = dry(lab, target, extra, old)  # the file on disk now differs: its set

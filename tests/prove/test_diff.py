@@ -150,3 +150,102 @@ def test_cli_policy_errors_exit_2(tmp_path, capsys) -> None:
     assert main(["diff", a, b]) == 2
     assert "old.pf:1" in capsys.readouterr().err
     assert main(["diff", a, str(tmp_path / "missing.pf")]) == 2
+
+
+# ---------------------------------------------------------------- named lists (m1)
+
+WEB = ("define admins = { 203.0.113.10, 203.0.113.11 }\ndefine web = { 80, 443 }\n"
+       "default drop\npass tcp src $admins dport 22\npass tcp dport $web\n")
+WEB2 = WEB.replace("203.0.113.10, 203.0.113.11", "203.0.113.10").replace(
+    "80, 443", "80, 443, 8443")
+
+
+def test_a_changed_list_is_described_by_its_changed_entries() -> None:
+    """Issue 29 m1: `tcp src $admins dport 22: pass → drop` read as "every admin
+    loses SSH"; the region is the entry removed from the list."""
+    result = prove_diff.diff(_p(WEB), _p(WEB2))
+    assert {r.line() for r in result.regions} == {
+        "tcp src 203.0.113.11 (no longer in $admins) dport 22: pass → drop",
+        "tcp dport 8443 (new in $web): drop → pass"}
+    assert [c.text() for c in result.sets] == ["$admins: -203.0.113.11", "$web: +8443"]
+
+
+def test_list_changes_are_values_not_entries() -> None:
+    """`{ 80, 81 }` gaining 82 is `+82`, a prefix split or merged is no change, a
+    prefix losing a part is that part."""
+    from pfc.prove.sets import changes
+    rule = "drop tcp dport $p\ndrop src $a\n"
+    old = _p("define p = { 80, 81 }\ndefine a = { 10.0.0.0/24, 10.0.1.0/24, 2001:db8::/64 }\n"
+             + rule)
+    new = _p("define p = { 80-82 }\ndefine a = { 10.0.0.0/23, 2001:db8::/65 }\n" + rule)
+    assert [c.text() for c in changes(old, new)] == ["$a: -2001:db8:0:0:8000::/65",
+                                                     "$p: +82"]
+
+
+def test_cli_diff_shows_lists_and_versioned_json(tmp_path, capsys) -> None:
+    a, b = tmp_path / "a.pf", tmp_path / "b.pf"
+    a.write_text(WEB)
+    b.write_text(WEB2)
+    assert main(["diff", str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert "  lists: $admins: -203.0.113.11; $web: +8443\n" in out
+    assert main(["diff", str(a), str(b), "--format", "json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["version"] == 1 and report["sets"] == [
+        {"name": "admins", "removed": ["203.0.113.11"], "added": []},
+        {"name": "web", "removed": [], "added": ["8443"]}]
+
+
+def test_no_witness_is_shorter_than_an_ethernet_header() -> None:
+    """The trial's `every frame: pass → drop` had an empty witness."""
+    for old, new in [("default pass\n", "default drop\n"), ("pass udp\n", "default drop\n")]:
+        result = prove_diff.diff(_p(old), _p(new))
+        assert result.regions and all(len(r.witness) >= 14 for r in result.regions)
+
+
+# ------------------------------------------------------ large lists (m2: time)
+
+def test_the_default_solver_is_built_only_when_the_tactic_gives_up(monkeypatch) -> None:
+    """Issue 29 m2: each region of `pfc diff` against a 50,000-address list asserted
+    the formula into z3's default solver too (about a second each add and push),
+    though only a tactic that gives up uses it."""
+    import z3
+
+    from pfc.prove import frame as prove_frame
+    built = []
+    real = z3.Solver
+    monkeypatch.setattr(z3, "Solver", lambda *a, **k: built.append(1) or real(*a, **k))
+    result = prove_diff.diff(_p("drop src { 10.0.0.0/8, 192.0.2.1 }\n"),
+                             _p("drop src 10.0.0.0/8\n"))
+    assert len(result.regions) == 1 and built == []
+    x = z3.BitVec("x", 8)
+    s = prove_frame.solver()
+    s.add(x * x == 7)  # no square is 7 mod 256
+    assert s.check(timeout_ms=1, fall_back=False) in (z3.unsat, z3.unknown) and built == []
+
+
+def test_diff_uses_the_light_tactic_and_tells_its_progress(monkeypatch) -> None:
+    from pfc.prove import frame as prove_frame
+    seen, told = [], []
+    real = prove_frame._Solver.__init__
+
+    def init(self, tactic=prove_frame._Solver.TACTIC):
+        seen.append(tactic)
+        real(self, tactic)
+    monkeypatch.setattr(prove_frame._Solver, "__init__", init)
+    prove_diff.diff(_p("drop udp dport 53\n"), _p("drop udp dport 54\n"), progress=told.append)
+    assert seen == [prove_frame.LIGHT]
+    assert told == ["stating 1 + 1 rules", "0 regions found, looking for more",
+                    "1 region found, looking for more", "2 regions found, looking for more"]
+
+
+def test_address_lists_are_stated_as_before() -> None:
+    """`formula.equals` and `any_of` (z3's C API, for 50,000-entry lists) build the
+    terms `==` and `z3.Or` build."""
+    import z3
+
+    from pfc.prove.formula import any_of, equals
+    x = z3.BitVec("x", 24)
+    terms = [equals(x, v) for v in (1, 0xABCDEF, 7)]
+    assert all(t.eq(x == v) for t, v in zip(terms, (1, 0xABCDEF, 7), strict=True))
+    assert any_of(terms).eq(z3.Or(*terms)) and any_of(terms[:1]).eq(terms[0])

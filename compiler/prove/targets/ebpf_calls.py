@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import z3
 
+from pfc.prove.frame import check
 from pfc.prove.targets.cbpf import Unsupported
 from pfc.prove.targets.ebpf_vm import Machine, State, merge, s64, scalar
 
@@ -115,4 +116,4 @@ def _possible(cond: z3.BoolRef) -> bool:
     solver = z3.Solver()
     solver.set("timeout", 20000)
     solver.add(cond)
-    return solver.check() != z3.unsat
+    return check(solver) != z3.unsat

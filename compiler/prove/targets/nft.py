@@ -81,6 +81,18 @@ def behaviour(artifact: Artifact, frame: Frame) -> Behaviour:
     return nft_vm.run(listing, artifact.meta["chain"], artifact.hook, frame, counters)
 
 
+_HOOK_TEXT = re.compile(r"\btype\s+filter\s+hook\s+(\w+)")
+_HOOK_JSON = re.compile(r'"hook"\s*:\s*"(\w+)"')
+
+
+def hook_of(data: bytes) -> str | None:
+    """The hook of the base chain a ruleset file (text or JSON) declares, or None
+    when it declares none or several."""
+    text = data.decode(errors="replace")
+    found = set(_HOOK_TEXT.findall(text)) | set(_HOOK_JSON.findall(text))
+    return found.pop() if len(found) == 1 else None
+
+
 def adopt(artifact: Artifact, path: Path, data: bytes) -> Artifact:
     """A ruleset file given by path: text (``nft -f``) or JSON (``.json``)."""
     text = data.decode()

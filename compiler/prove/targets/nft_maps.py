@@ -17,8 +17,10 @@ Elements (``nft --debug=netlink``: ``element KEY [- KEY_END] : [VERDICT] FLAGS
   the kernel lists them (its rule index order, the order ``nft_pipapo_lookup`` takes
   the first match in), whose every field lies between its start and end fields,
   compared big-endian over the field's own bytes (pipapo skips the padding);
-- interval elements (rbtree, flag 1 marks an interval end): the greatest element at
-  or below the key, when it starts an interval;
+- interval elements (rbtree, flag 1 marks an interval end, the key after the
+  interval's last): the greatest element at or below the key, when it starts an
+  interval; where an end and a start share a key (adjacent intervals, which nft
+  does not merge) the start is the greater;
 - otherwise (hash, bitmap): the element equal to the key.
 
 A verdict map's hit is that element's verdict; a miss ends the rule (``NFT_BREAK``).
@@ -149,7 +151,12 @@ def _padded(f: z3.BitVecRef) -> z3.BitVecRef:
 
 
 def _rbtree(key, width: int, elements: list[Element]):
-    keyed = sorted(((_int(e.key[:width]), e) for e in elements), key=lambda p: p[0])
+    # An interval's end (flag 1) is the key after its last one, so where two intervals
+    # meet (203.0.113.10 and .11: .10 starts, .11 ends it and starts the next, .12
+    # ends) an end and a start share a key; the start holds there, so the end sorts
+    # first (the kernel lists them the other way round, highest key first).
+    keyed = sorted(((_int(e.key[:width]), e) for e in elements),
+                   key=lambda p: (p[0], not p[1].flags & 1))
     out = []
     for i, (start, e) in enumerate(keyed):
         if e.flags & 1:
