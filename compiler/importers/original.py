@@ -46,8 +46,8 @@ class Original:
                 tool = "ip6tables-nft-restore" if family == 6 else "iptables-nft-restore"
                 _run([tool], slowed(source.text, self.fmt).encode())
         else:
-            import nftables
-            nft = nftables.Nftables()
+            from pfc.kernel import nftlib
+            nft = nftlib.load().Nftables()
             text = self.sources[0].text
             if self.fmt == "nft":
                 text = lab_text(flattened(self.sources[0], self.root))
