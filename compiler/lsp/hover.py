@@ -35,6 +35,11 @@ ACTIONS = {
                  "checksums, then pass", {"redirect"}),
     "log": ("send a log event (rule line, verdict so far, interface, the first `snap` "
             "bytes), then go on with the next rule; `pfc log` shows them", {"log"}),
+    "queue": ("hand the packet to a user-space decider (`pfc decide`; NFQUEUE): `queue "
+              "tcp|udp ... [num N] [first K] [bypass]`: the decider sees a flow's first K "
+              "packets, its verdict is then kept in the kernel; without a decider "
+              "listening the packet is dropped, or passed with `bypass` (docs/queue.md)",
+              {"queue"}),
 }
 OPTIONS = {
     "prefix": ('`log ... prefix "TEXT"`: a tag in every event of the rule (1 to 32 '
