@@ -9,7 +9,14 @@ from datetime import datetime
 from pathlib import Path
 
 from pfc.cli.common import Command, UsageError, load, print_diagnostics, read_capture_arg
-from pfc.cli.output import OutputError, cell, check_output_dir, print_json, shown
+from pfc.cli.output import (
+    OutputError,
+    cell,
+    check_output_dir,
+    print_json,
+    shown,
+    with_progress,
+)
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -119,20 +126,9 @@ def _pcap(path: Path) -> list[bytes]:
 
 
 def _run_with_progress(req, quiet: bool) -> dict:
-    from rich.console import Console
-    from rich.progress import Progress
-
     from pfc.bench import measure as bench
 
-    if quiet or not sys.stderr.isatty():
-        return bench.run(req)
-    with Progress(console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task("bench", total=1.0)
-
-        def tick(name: str, fraction: float) -> None:
-            progress.update(task, completed=fraction, description=f"bench: {name}")
-
-        return bench.run(req, tick)
+    return with_progress(bench.run, req, quiet)
 
 
 # ------------------------------------------------------------------------- rendering

@@ -203,3 +203,21 @@ def cell_lines(items) -> object:
     from rich.text import Text
 
     return Text("\n".join(shown(str(item)) for item in items))
+
+
+def with_progress(run, request, quiet: bool, label: str = "bench"):
+    """``run(request)``, or on a terminal ``run(request, tick)`` under a transient
+    progress bar on stderr (``tick(name, fraction)`` names the step)."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    if quiet or not sys.stderr.isatty():
+        return run(request)
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(label, total=1.0)
+
+        def tick(name: str, fraction: float) -> None:
+            progress.update(task, completed=fraction, description=f"{label}: {name}")
+
+        return run(request, tick)
+

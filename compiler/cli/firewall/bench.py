@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from datetime import datetime
 
 from pfc.cli.common import UsageError
-from pfc.cli.output import cell, print_json, shown
+from pfc.cli.output import cell, print_json, shown, with_progress
 
 
 def bench_firewall(args: argparse.Namespace, compiled) -> int:
@@ -30,7 +29,7 @@ def bench_firewall(args: argparse.Namespace, compiled) -> int:
                           compiled.rule_text, loads, args.duration, args.rounds,
                           seed=args.seed)
     started, clock = datetime.now(), time.monotonic()
-    result = _run(req, args.format == "json")
+    result = with_progress(fwbench.run, req, args.format == "json")
     result = bench_report.stamp(result, started, time.monotonic() - clock)
     if args.format == "json":
         print_json(result)
@@ -49,23 +48,6 @@ def _refuse_v1_options(args: argparse.Namespace) -> None:
                          "against no firewall, with the frames `pfc verify` sends)")
     if args.rounds < 1:
         raise UsageError("--rounds must be positive")
-
-
-def _run(req, quiet: bool) -> dict:
-    from rich.console import Console
-    from rich.progress import Progress
-
-    from pfc.bench import firewall as fwbench
-
-    if quiet or not sys.stderr.isatty():
-        return fwbench.run(req)
-    with Progress(console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task("bench", total=1.0)
-
-        def tick(name: str, fraction: float) -> None:
-            progress.update(task, completed=fraction, description=f"bench: {name}")
-
-        return fwbench.run(req, tick)
 
 
 def print_table(report: dict, console=None) -> None:
