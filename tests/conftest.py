@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,11 @@ SIDE_LANE = (
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A shell starts a background job (scripts/test's side lane, `nohup ... &`) with
+    # SIGINT ignored, and every child inherits that: the Ctrl-C tests (pfc prove's 130)
+    # would then see no interrupt. Tests run with Python's own Ctrl-C.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     config.addinivalue_line("markers", "side: runs in scripts/test's second lane "
                             "(tests/conftest.py SIDE_LANE)")
 

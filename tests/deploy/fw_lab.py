@@ -59,6 +59,9 @@ def snapshot(ns: str) -> dict[str, str]:
             text = subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout
             text = re.sub(r"^#.*\n", "", text, flags=re.MULTILINE)
             out[key] = re.sub(r"\[\d+:\d+\]|packets \d+ bytes \d+", "", text)
+    # a veth's carrier comes up on its own time (NO-CARRIER, state DOWN → UP): the
+    # link's operational state is the kernel's, not something a load leaves behind
+    out["link"] = re.sub(r"<[A-Z_,-]*>|state \S+", "", out["link"])
     return out
 
 
