@@ -342,6 +342,18 @@ def check(solver) -> z3.CheckSatResult:
             gc.enable()
 
 
+# Workers whose caller stopped waiting (an exception other than Ctrl-C, e.g. a test's
+# timeout): one z3 context must never solve in two threads at once (a segfault).
+_WORKERS: list[tuple[threading.Thread, object]] = []
+
+
+def _stop(worker: threading.Thread, solver) -> None:
+    """Interrupt ``solver`` until its worker has ended (z3 may not have begun yet)."""
+    while worker.is_alive():
+        solver.ctx.interrupt()
+        worker.join(0.05)
+
+
 def _check_in_worker(solver) -> z3.CheckSatResult:
     found: list = []
     failed: list = []
@@ -355,16 +367,18 @@ def _check_in_worker(solver) -> z3.CheckSatResult:
         except BaseException as exc:  # noqa: BLE001 (re-raised in the caller's thread)
             failed.append(exc)
 
+    for orphan, its_solver in _WORKERS:
+        _stop(orphan, its_solver)
+    _WORKERS.clear()
     worker = threading.Thread(target=run, name="pfc-z3", daemon=True)
+    _WORKERS.append((worker, solver))
     try:
         worker.start()
         while worker.is_alive():
             worker.join(0.05)
-    except KeyboardInterrupt:
+    except BaseException:  # Ctrl-C (then "pfc: interrupted", 130), or anything else
         cancelled.set()
-        while worker.is_alive():  # again until it ends: z3 may not have begun
-            solver.ctx.interrupt()
-            worker.join(0.05)
+        _stop(worker, solver)
         raise
     if failed:
         raise failed[0]
