@@ -137,6 +137,14 @@ def _print_diff(args: argparse.Namespace, result) -> None:
         print(f"wrote {n} witness frame{'s' * (n != 1)} to {args.write}", file=sys.stderr)
 
 
+def _watched(command, args: argparse.Namespace) -> int:
+    """``command(args)`` where no Ctrl-C is lost (:func:`pfc.prove.worker.sigint_watched`)."""
+    from pfc.prove.worker import sigint_watched
+
+    with sigint_watched():
+        return command(args)
+
+
 def why(s) -> str:
     return s.text if s.line is None else f"line {s.line} `{s.text}`"
 
@@ -147,7 +155,7 @@ DIFF = Command("diff", "the frames whose verdict, counters or rewrite change bet
                "match words, each with one witness frame. Reordering disjoint rules,\n"
                "splitting a prefix or adding a redundant rule report `same meaning`.\n"
                "Exit 0: same meaning; 1: differences; 2: errors.",
-               _diff_args, _diff)
+               _diff_args, lambda args: _watched(_diff, args))
 
 
 # --------------------------------------------------------------------------- prove
@@ -273,4 +281,4 @@ PROVE = Command("prove", "prove a compiled artifact equal to its policy, for eve
                 "into a throw-away namespace, iptables from the restore file. On a\n"
                 "difference: a witness frame, run through the artifact in the kernel to\n"
                 "confirm it. Exit 0: proved; 1: a difference; 2: errors.",
-                _prove_args, _prove)
+                _prove_args, lambda args: _watched(_prove, args))

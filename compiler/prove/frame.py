@@ -16,13 +16,13 @@ so ``has(off, n)`` (``off + n <= length``) cannot wrap.
 
 from __future__ import annotations
 
-import gc
-import threading
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import z3
+
+from pfc.prove.worker import check
 
 BV8, BV32 = z3.BitVecSort(8), z3.BitVecSort(32)
 DEFAULT_BOUND = 1518  # an untagged Ethernet frame of MTU 1500, or a tagged one of 1496
@@ -317,72 +317,6 @@ def _left_ms(deadline: float | None) -> int:
 
 def _past(deadline: float | None) -> bool:
     return deadline is not None and time.monotonic() >= deadline
-
-
-def check(solver) -> z3.CheckSatResult:
-    """``solver.check()`` that Ctrl-C stops at once: z3 runs in a worker thread (z3
-    releases the GIL) while the main thread waits in Python, where SIGINT raises
-    KeyboardInterrupt; z3 is then interrupted, the worker joined and the
-    KeyboardInterrupt goes on (the CLI: "pfc: interrupted", exit 130). z3's own
-    handler, which a long bit-blasting search did not heed (the first Ctrl-C was
-    lost, the second ended in "interrupted from keyboard"), is switched off.
-
-    Python's cyclic garbage collector is off while z3 runs: a collection in the
-    waiting thread frees z3 terms (``Z3_dec_ref``) in the context z3 is solving in,
-    which is not thread-safe (a test run once ended in SIGABRT in the worker)."""
-    if threading.current_thread() is not threading.main_thread():
-        return solver.check()
-    solver.set("ctrl_c", False)
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return _check_in_worker(solver)
-    finally:
-        if collecting:
-            gc.enable()
-
-
-# Workers whose caller stopped waiting (an exception other than Ctrl-C, e.g. a test's
-# timeout): one z3 context must never solve in two threads at once (a segfault).
-_WORKERS: list[tuple[threading.Thread, object]] = []
-
-
-def _stop(worker: threading.Thread, solver) -> None:
-    """Interrupt ``solver`` until its worker has ended (z3 may not have begun yet)."""
-    while worker.is_alive():
-        solver.ctx.interrupt()
-        worker.join(0.05)
-
-
-def _check_in_worker(solver) -> z3.CheckSatResult:
-    found: list = []
-    failed: list = []
-    cancelled = threading.Event()
-
-    def run() -> None:
-        if cancelled.is_set():  # Ctrl-C came while the thread was starting
-            return
-        try:
-            found.append(solver.check())
-        except BaseException as exc:  # noqa: BLE001 (re-raised in the caller's thread)
-            failed.append(exc)
-
-    for orphan, its_solver in _WORKERS:
-        _stop(orphan, its_solver)
-    _WORKERS.clear()
-    worker = threading.Thread(target=run, name="pfc-z3", daemon=True)
-    _WORKERS.append((worker, solver))
-    try:
-        worker.start()
-        while worker.is_alive():
-            worker.join(0.05)
-    except BaseException:  # Ctrl-C (then "pfc: interrupted", 130), or anything else
-        cancelled.set()
-        _stop(worker, solver)
-        raise
-    if failed:
-        raise failed[0]
-    return found[0]
 
 
 class _Solver:

@@ -16,9 +16,10 @@ import signal
 import subprocess
 import sys
 
+import pytest
 import z3
 
-from pfc.prove import frame
+from pfc.prove import worker
 from pfc.prove.rewrite import csum_add, csum_fold, csum_update
 from tests.paths import ROOT
 
@@ -91,5 +92,45 @@ def test_no_garbage_collection_while_z3_runs_in_its_worker() -> None:
             return z3.sat
 
     assert gc.isenabled()
-    assert frame.check(Watched()) == z3.sat
+    assert worker.check(Watched()) == z3.sat
     assert seen == [False] and gc.isenabled()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_ctrl_c_python_dropped_in_a_del_still_stops_the_next_check() -> None:
+    """SIGINT landing in a ``__del__`` (z3 frees terms there all the time): Python prints
+    "Exception ignored" and drops the KeyboardInterrupt; the next check raises it."""
+    class Freed:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(range(1000))  # the handler runs here, inside __del__
+
+    class NeverRun:
+        ctx = z3.main_ctx()
+
+        def set(self, *args) -> None:
+            pass
+
+        def check(self) -> z3.CheckSatResult:
+            raise AssertionError("z3 ran after Ctrl-C")
+
+    with worker.sigint_watched():
+        Freed()  # dropped at once: its __del__ gets the KeyboardInterrupt
+        try:
+            worker.check(NeverRun())
+        except KeyboardInterrupt:
+            pass
+        else:
+            raise AssertionError("the Ctrl-C was lost")
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert worker.check(Answers()) == z3.unsat  # remembered only inside the region
+
+
+class Answers:
+    ctx = z3.main_ctx()
+
+    def set(self, *args) -> None:
+        pass
+
+    def check(self) -> z3.CheckSatResult:
+        return z3.unsat
