@@ -68,9 +68,11 @@ def effective_caps() -> set[int]:
     return set()
 
 
-def check_privileges(target: str | None, netns: str | None, command: str = "load") -> None:
+def check_privileges(target: str | None, netns: str | None, command: str = "load", *,
+                     bpf: bool | None = None) -> None:
     """LoadError naming the capability that is missing, before anything is done
-    (``target`` None: every target, as ``pfc status`` reads them all). CAP_SYS_ADMIN
+    (``target`` None: every target). ``bpf``: whether eBPF objects are touched (default:
+    for xdp, tc and None; ``pfc status`` says, from what it has loaded). CAP_SYS_ADMIN
     only to enter another namespace: the one pfc runs in needs no setns (a container
     with the host's network runs `pfc apply` with CAP_NET_ADMIN alone for nft)."""
     caps = effective_caps()
@@ -78,7 +80,9 @@ def check_privileges(target: str | None, netns: str | None, command: str = "load
         what = f"`pfc {command} --target {target}`" if target else f"`pfc {command}`"
         raise LoadError(f"missing privileges: {what} needs CAP_NET_ADMIN",
                         hint="run as root (sudo pfc ...)")
-    if target in ("xdp", "tc", None) and not caps & {CAP_BPF, CAP_SYS_ADMIN}:
+    if bpf is None:
+        bpf = target in ("xdp", "tc", None)
+    if bpf and not caps & {CAP_BPF, CAP_SYS_ADMIN}:
         raise LoadError("missing privileges: loading eBPF programs needs CAP_BPF "
                         "(or CAP_SYS_ADMIN)", hint="run as root (sudo pfc ...)")
     if netns and CAP_SYS_ADMIN not in caps and netns != current_netns():

@@ -4,9 +4,8 @@ nothing, replace it with no gap, take it off again, and read its counters.
 This module is the dispatcher: it owns the table of targets, takes the lock, enters the
 namespace (``--netns``), finds the device, runs each load as a transaction (the journal,
 :mod:`pfc.deploy.journal`) and writes the state record (:mod:`pfc.deploy.state`); what
-every loader shares is :mod:`pfc.deploy.base`, and each target's attach, detach,
-inspect and recovery live in its own module (:mod:`pfc.deploy.bpf`,
-:mod:`pfc.deploy.tc`, :mod:`pfc.deploy.nft`, :mod:`pfc.deploy.iptables`).
+every loader shares is :mod:`pfc.deploy.base`, each target's attach, detach, inspect
+and recovery its own module (bpf, tc, nft, iptables, firewall).
 
 All or nothing: the policy is compiled (by the caller, through
 :func:`pfc.build.build_artifact`) and every check is made before anything in the kernel
@@ -18,10 +17,8 @@ check the next command would make (:func:`recover`): the error says what the ker
 holds then, as checked, never what it should hold. Records are a cache: the kernel
 is the source of truth (:class:`Loader`), and ``status`` says when the two disagree.
 
-Errors the user can act on are :class:`LoadError` (a one-line cause and a hint; the
-CLI exits 2); a state directory that is full or read-only is one of them, and says
-whether the new policy is in force.
-"""
+Errors the user can act on are :class:`LoadError` (a cause and a hint; exit 2), a
+full or read-only state directory too (saying whether the new policy is in force)."""
 
 from __future__ import annotations
 
@@ -400,8 +397,9 @@ def report(dev: str | None = None, netns: str | None = None, every: bool = False
            prune: bool = False) -> Report:
     """``pfc status``: the records of the current namespace (``netns``; ``every``: of
     every namespace), unfinished loads settled first; records of namespaces that no
-    longer exist are listed apart and removed with ``prune``."""
-    check_privileges(None, netns, "status")
+    longer exist are listed apart and removed with ``prune``. CAP_BPF only when a
+    record holds eBPF programs (nft and iptables alone: CAP_NET_ADMIN)."""
+    check_privileges(None, netns, "status", bpf=False)  # eBPF: per record, below
     if netns is not None and netns_path(netns) is None:
         raise LoadError(f"network namespace `{netns}` does not exist",
                         hint="list namespaces with `ip netns list`; `pfc status --prune` "
@@ -416,6 +414,8 @@ def report(dev: str | None = None, netns: str | None = None, every: bool = False
 
 def _report(scope: str | None, dev: str | None, prune: bool) -> Report:
     with state.locked():
+        if any(r.holds_bpf() for r in state.records(scope, dev)):
+            check_privileges(None, None, "status", bpf=True)
         messages = recover_all(scope)
         problems: list[state.Unreadable] = []
         records = state.records(scope, dev, problems)

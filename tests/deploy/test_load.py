@@ -687,8 +687,24 @@ def test_missing_privileges_name_the_capability(lab, tmp_path, monkeypatch, caps
     monkeypatch.setattr(deploy_base, "effective_caps", lambda: caps)
     code, _, err = load(lab, "xdp", [], policy_file(tmp_path, "drop udp dport 1\n"))
     assert code == 2 and needed in err and "hint:" in err
-    code, _, err = pfc("status")
-    assert code == 2 and needed in err
+    code, _, err = pfc("status")  # nothing of eBPF loaded here: CAP_BPF not asked
+    assert (code == 2 and needed in err) if not caps else code == 0, err
+
+
+def test_status_asks_cap_bpf_only_where_ebpf_is_loaded(lab, tmp_path, monkeypatch):
+    """nft and iptables alone: CAP_NET_ADMIN reads their status (a pod given only
+    NET_ADMIN, packaging/kubernetes); an xdp record needs CAP_BPF to be read back."""
+    path = policy_file(tmp_path, "drop udp dport 1\n")
+    assert load(lab, "nft", [], path)[0] == 0
+    monkeypatch.setattr(deploy_base, "current_netns", lambda: lab.name)  # no setns asked
+    with monkeypatch.context() as m:
+        m.setattr(deploy_base, "effective_caps", lambda: {deploy_base.CAP_NET_ADMIN})
+        code, out, err = pfc("status", "--netns", lab.name)
+        assert code == 0 and "nft" in out, err
+    assert load(lab, "xdp", [], path)[0] == 0
+    monkeypatch.setattr(deploy_base, "effective_caps", lambda: {deploy_base.CAP_NET_ADMIN})
+    code, _, err = pfc("status", "--netns", lab.name)
+    assert code == 2 and "CAP_BPF" in err
 
 
 def test_usage_errors(lab, tmp_path):

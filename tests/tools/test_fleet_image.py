@@ -249,14 +249,16 @@ def test_the_manifest_names_the_image_and_its_entrypoint(image):
 
 
 def test_each_capability_is_needed_and_sys_admin_only_for_ebpf(image, hosts):
-    """NET_ADMIN alone applies nft and iptables policies (pfc asks for SYS_ADMIN only to
-    enter another namespace); xdp and tc need SYS_ADMIN: with CAP_BPF and CAP_PERFMON
-    instead, the runtime's seccomp profile refuses bpf() and the load fails, keeping
-    nothing half-applied."""
+    """NET_ADMIN alone applies nft and iptables policies and reads their status (pfc
+    asks for SYS_ADMIN only to enter another namespace); xdp and tc need SYS_ADMIN: with
+    CAP_BPF and CAP_PERFMON instead, the runtime's seccomp profile refuses bpf() and
+    the load fails, keeping nothing half-applied."""
     _, env = image
     nf = hosts("nf", ("nft", "iptables"))
     done = nf.run(env, "apply", caps=["NET_ADMIN"])
     assert done.returncode == 0 and done.stdout.count(": loaded") == 2, done.stdout + done.stderr
+    seen = nf.run(env, "status", caps=["NET_ADMIN"])  # no eBPF loaded: no CAP_BPF asked
+    assert seen.returncode == 0 and "nft" in seen.stdout, seen.stdout + seen.stderr
     ebpf = hosts("ebpf", ("xdp",))
     done = ebpf.run(env, "apply", caps=["NET_ADMIN", "BPF", "PERFMON"])
     assert done.returncode == 1 and "FAILED" in done.stdout, done.stdout + done.stderr
