@@ -37,8 +37,9 @@ import contextlib
 import errno
 import os
 
-from pfc.deploy import journal, state
+from pfc.deploy import base, journal, state
 from pfc.deploy.base import (
+    CAP_SYS_ADMIN,
     Counters,
     Inspection,
     Loader,
@@ -162,8 +163,14 @@ def _prog_fd(prog_id: int) -> int:
 
 
 def foreign(what: str, prog_id: int, previous: state.Record | None) -> str:
-    """The refusal's text for a program pfc has no record of."""
+    """The refusal's text for a program pfc has no record of; a LoadError naming
+    CAP_SYS_ADMIN when pfc cannot read the program back (with CAP_BPF alone
+    ``BPF_PROG_GET_FD_BY_ID`` is refused: pfc's own program looked like another's)."""
     info = bpf_attach.prog_info_by_id(prog_id)
+    if info is None and previous is not None and CAP_SYS_ADMIN not in base.effective_caps():
+        raise LoadError(f"{what} (program id {prog_id}) and pfc cannot tell whether it is "
+                        "the one it loaded: opening a program by id needs CAP_SYS_ADMIN",
+                        hint="run with CAP_SYS_ADMIN (docs/operate.md, \"Capabilities\")")
     text = f"{what} ({describe(prog_id)}) and pfc did not load it"
     if info is not None and info.name.startswith("pfc_") and previous is None:
         text += " (the name is pfc's: loaded by hand, or pfc's records were lost)"

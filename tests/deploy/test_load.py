@@ -617,6 +617,26 @@ def foreign(lab, target: str) -> None:
         subprocess.run("iptables -t raw -N PFC", shell=True, check=True)
 
 
+@pytest.mark.parametrize("target", ["xdp", "tc"])
+def test_its_own_program_unreadable_without_sys_admin_is_not_called_foreign(
+        lab, tmp_path, monkeypatch, target):
+    """With CAP_BPF but not CAP_SYS_ADMIN the kernel refuses BPF_PROG_GET_FD_BY_ID, so
+    pfc cannot read back the program it loaded: the replace says that, naming the
+    capability, instead of "pfc did not load it" (fleet finding); nothing changes."""
+    path = policy_file(tmp_path, "drop udp dport 1001\n")
+    extra = ["--mode", "generic"] if target == "xdp" else []
+    assert load(lab, target, extra, path)[0] == 0
+    before = entry(lab, target)["attach"]["prog_id"]
+    with monkeypatch.context() as m:
+        m.setattr(deploy_base, "effective_caps",
+                  lambda: {deploy_base.CAP_NET_ADMIN, deploy_base.CAP_BPF})
+        m.setattr(deploy_base, "current_netns", lambda: lab.name)
+        m.setattr(bpf_attach, "prog_info_by_id", lambda prog_id: None)  # EPERM
+        code, _, err = load(lab, target, extra, policy_file(tmp_path, "drop udp dport 2\n"))
+        assert code == 2 and "CAP_SYS_ADMIN" in err and "did not load" not in err, err
+    assert entry(lab, target)["attach"]["prog_id"] == before
+
+
 @pytest.mark.parametrize("target", ["xdp", "tc", "nft", "iptables"])
 def test_refuses_what_pfc_did_not_load_unless_forced(lab, tmp_path, target):
     foreign(lab, target)
