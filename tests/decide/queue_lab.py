@@ -65,19 +65,27 @@ def counters(p: Pair, target: str = "iptables") -> list[tuple[int, str]]:
 
 
 @contextlib.contextmanager
-def decider(p: Pair, policy: Path, spec: str) -> Iterator[subprocess.Popen]:
-    """``pfc decide`` in the server namespace, ready (bound) when entered."""
+def decider(p: Pair, policy: Path, spec: str, *more: str) -> Iterator[subprocess.Popen]:
+    """``pfc decide`` in the server namespace, ready (bound) when entered; its
+    ``worker`` attribute is the pid of the process that decides (the watchdog's child)."""
     proc = p.popen(p.server, [sys.executable, "-m", "pfc", "decide", str(policy),
-                              "--decider", spec], stdout=subprocess.PIPE,
+                              "--decider", spec, *more], stdout=subprocess.PIPE,
                    stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stderr.readline()
         assert line.startswith("pfc decide: queue"), line + proc.stderr.read()
+        proc.worker = int(line.rsplit("pid ", 1)[1])
         yield proc
     finally:
         if proc.poll() is None:
             proc.terminate()
             proc.wait()
+
+
+def bound(p: Pair, num: int = 0) -> bool:
+    """Whether a program is bound to NFQUEUE queue ``num`` in the server namespace."""
+    text = p.run(p.server, ["cat", "/proc/net/netfilter/nfnetlink_queue"]).stdout
+    return any(line.split()[0] == str(num) for line in text.splitlines())
 
 
 def stats(proc: subprocess.Popen) -> dict:
