@@ -294,10 +294,14 @@ class ProbeSender:
 
 def blast(inj: str, dst_mac: bytes, frames: list[bytes], duration: float,
           packets: int | None, passed: Callable[[], int], probes: bool,
-          progress: Callable[[float], None] | None = None) -> Traffic:
+          progress: Callable[[float], None] | None = None,
+          elsewhere: Callable[[], tuple[int, int]] = lambda: (0, 0),
+          settle: Callable[[int], None] = lambda arrived: None) -> Traffic:
     """Send ``frames`` in a cycle for ``duration`` seconds (or ``packets`` frames, if
     fewer), probes every :data:`PROBE_EVERY` s from another thread; count what passed
-    with ``passed()``."""
+    with ``passed()``. ``elsewhere()``: (CPU ns, frames lost) so far outside the pinned
+    CPU and veth (a user-space filter's process and its ring), added to the run's;
+    ``settle(arrived)`` waits until such a process has taken the frames that arrived."""
     sender = Injector(inj, frames)
     receiver = ProbeReceiver() if probes else None
     veths = (inj, "dut")
@@ -305,6 +309,7 @@ def blast(inj: str, dst_mac: bytes, frames: list[bytes], duration: float,
     try:
         with _pinned() as cpu:
             p0, lost0, cpu0, sent = passed(), veth_drops(veths), cpu_ticks(cpu), 0
+            away0 = elsewhere()
             if prober:
                 prober.start()
             t0 = time.monotonic()
@@ -322,8 +327,11 @@ def blast(inj: str, dst_mac: bytes, frames: list[bytes], duration: float,
             nprobes = prober.close() if prober else 0
             prober = None
             time.sleep(0.05)  # let the backlog drain
-            cpu_ns = (cpu_ticks(cpu) - cpu0) * 1_000_000_000 // CLK_TCK
-            lost, through = veth_drops(veths) - lost0, passed() - p0
+            settle(sent - (veth_drops(veths) - lost0))
+            away = elsewhere()
+            cpu_ns = (cpu_ticks(cpu) - cpu0) * 1_000_000_000 // CLK_TCK + away[0] - away0[0]
+            lost = veth_drops(veths) - lost0 + away[1] - away0[1]
+            through = passed() - p0
         latencies = receiver.close(nprobes > 0) if receiver else []
         receiver = None
     finally:
