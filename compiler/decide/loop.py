@@ -49,7 +49,9 @@ class Stats:
 
 
 class Loop:
-    """One queue: ``action`` says ``first`` and ``bypass``; ``decider`` decides."""
+    """One queue: ``action`` says ``first`` and ``bypass``; ``decider`` decides;
+    ``beat(count)`` is called after each packet decided (the watchdog's heartbeat,
+    ``pfc.decide.watch``)."""
 
     def __init__(self, queue: Queue, action: ir.Queue, decider: Decider,
                  marks: Marks | None = None,
