@@ -14,7 +14,10 @@ queue:
       ring buffer carried them (by default NFQUEUE hands over whole GSO packets).
 
 Each row: throughput (receiver), TCP retransmissions, the round-trip time of a 1-byte
-TCP echo on an established connection (median of N), the decider's RSS and counters.
+TCP echo on an established connection (median of N: the cached-verdict path in (e)),
+the average ICMP ping (iputils, N/2 echoes 10 ms apart: not queued by any row), the
+decider's memory (the worker's RSS; the PSS of ``pfc decide``'s watchdog and worker
+together) and counters.
 Ratios against (b) are of one run; ``--repeat N`` runs every row N times, interleaved,
 and shows medians (the 2-core machine is shared: single rounds vary by ±40 %). Run as
 root: ``.venv/bin/python benchmarks/queue_verdicts.py [--seconds S] [--repeat N]
@@ -90,11 +93,19 @@ def decider(p: Pair, text: str | None, spec: str | None):
             proc.wait()
 
 
-def rss_kib(proc: subprocess.Popen) -> int:
-    for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
+def memory_kib(proc: subprocess.Popen) -> tuple[int, int]:
+    """(RSS of the worker, PSS of ``pfc decide``'s two processes together): the worker
+    is the watchdog's child, forked after the policy was compiled, so most pages are
+    shared (copy on write) and counted in both RSSes; the PSS sum counts them once."""
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    pss = rss = 0
+    for pid in [proc.pid, *map(int, children)]:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                pss += int(line.split()[1])
+            if line.startswith("Rss:") and pid != proc.pid:
+                rss = int(line.split()[1])
+    return rss, pss
 
 
 def iperf(p: Pair, seconds: float) -> dict:
@@ -147,15 +158,27 @@ def rtt_us(p: Pair, rounds: int) -> float:
     return round(statistics.median(times[10:]) / 1000, 1)
 
 
+def ping_us(p: Pair, count: int) -> float:
+    """Average ICMP echo round trip (iputils ``ping``, 10 ms apart) from the client: ICMP
+    never matches a ``queue tcp`` rule, so it shows what the rules and conntrack add to
+    packets that are not queued (seed 002 copied every packet, ICMP too)."""
+    out = p.run(p.client, ["ping", "-q", "-n", "-c", str(count), "-i", "0.01", SERVER_ADDR],
+                timeout=count + 30).stdout
+    return round(float(out.rsplit("=", 1)[1].split("/")[1]) * 1000, 1)
+
+
 def row(key: str, name: str, text: str | None, spec: str | None, seconds: float,
         rounds: int) -> dict:
     with pair() as p:
         if text is not None:
             load(p, text)
         with decider(p, text, spec) as proc:
-            out = {"row": key, "setup": name, **iperf(p, seconds), "rtt_us": rtt_us(p, rounds)}
+            out = {"row": key, "setup": name, **iperf(p, seconds), "rtt_us": rtt_us(p, rounds),
+                   "ping_us": ping_us(p, rounds // 2)}
             if proc is not None:
-                out["decider_rss_mib"] = round(rss_kib(proc) / 1024, 1)
+                rss, pss = memory_kib(proc)
+                out["decider_rss_mib"] = round(rss / 1024, 1)
+                out["decider_pss_mib"] = round(pss / 1024, 1)
                 proc.terminate()
                 stdout, _ = proc.communicate()
                 out["decider"] = json.loads(stdout.strip().splitlines()[-1])
@@ -165,7 +188,7 @@ def row(key: str, name: str, text: str | None, spec: str | None, seconds: float,
 def merged(runs: list[dict]) -> dict:
     """One row of several rounds: the medians, and every round's throughput."""
     out = dict(runs[-1])
-    for key in ("mbit_s", "rtt_us", "retransmits"):
+    for key in ("mbit_s", "rtt_us", "ping_us", "retransmits"):
         out[key] = round(statistics.median(r[key] for r in runs), 1)
     out["mbit_s_rounds"] = [r["mbit_s"] for r in runs]
     return out
@@ -174,15 +197,22 @@ def merged(runs: list[dict]) -> dict:
 def table(rows: list[dict]) -> str:
     base = next(r for r in rows if r["row"] == "b")
     lines = ["| row | setup | Mbit/s | × (b) | retransmits | RTT µs | RTT − (b) µs | "
-             "decider RSS MiB | packets to user space |", "|---|---|---:|---:|---:|---:|"
-             "---:|---:|---:|"]
+             "ping µs | ping − (b) µs | decider RSS / PSS MiB | packets to user space |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         d = r.get("decider", {})
         lines.append(f"| {r['row']} | {r['setup']} | {r['mbit_s']:,} | "
                      f"{r['mbit_s'] / base['mbit_s']:.2f} | {r['retransmits']} | "
                      f"{r['rtt_us']} | {r['rtt_us'] - base['rtt_us']:+.1f} | "
-                     f"{r.get('decider_rss_mib', '—')} | {d.get('packets', '—')} |")
+                     f"{r['ping_us']} | {r['ping_us'] - base['ping_us']:+.1f} | "
+                     f"{_memory(r)} | {d.get('packets', '—')} |")
     return "\n".join(lines)
+
+
+def _memory(r: dict) -> str:
+    if "decider_rss_mib" not in r:
+        return "—"
+    return f"{r['decider_rss_mib']} / {r['decider_pss_mib']}"
 
 
 def main() -> None:

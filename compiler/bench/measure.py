@@ -1,9 +1,11 @@
 """``pfc bench``: what each hook costs per packet for one policy, on this machine.
 
-For every target (xdp, tc, socket, nft, iptables) and baseline (none, nft-naive,
-iptables-naive, xdp-filter) the policy is attached in a fresh throw-away namespace
-(:func:`pfc.kernel.netns.lab`, the ``dut`` end of a veth pair, configured by
-:func:`pfc.kernel.iplab.configure`) and measured the same way (docs/bench.md):
+For every target (xdp, tc, cbpf and socket on a packet socket, nft, iptables, and the
+user-space filter without and with a connection table: :mod:`pfc.bench.userspace`) and
+baseline (none, nft-naive, iptables-naive, xdp-filter) the policy is attached in a
+fresh throw-away namespace (:func:`pfc.kernel.netns.lab`, the ``dut`` end of a veth
+pair, configured by :func:`pfc.kernel.iplab.configure`) and measured the same way
+(docs/bench.md):
 
 - eBPF targets: ``BPF_PROG_TEST_RUN`` with ``repeat`` on each frame (kernel-reported
   ns/packet);
@@ -33,8 +35,10 @@ from pfc.frontend import ir
 from pfc.frontend.pipeline import Compiled
 from pfc.oracle import interp
 
-TARGETS = ("xdp", "tc", "socket", "nft", "iptables")
+TARGETS = ("xdp", "tc", "cbpf", "socket", "nft", "iptables", "userspace", "userspace+ct")
 EBPF = ("xdp", "tc", "socket")
+USERSPACE = ("userspace", "userspace+ct")  # pfc.bench.userspace: the cbpf program
+PACKET_SOCKET = ("cbpf", "socket", *USERSPACE)  # rows whose filter feeds a packet socket
 BASELINES = ("none", "nft-naive", "iptables-naive", "xdp-filter")
 DUT_MAC = bytes.fromhex("027066630010")
 SEND_MAC = bytes.fromhex("027066630002")
@@ -172,8 +176,10 @@ def compile_targets(req: Request, explicit: bool) -> list[str]:
 
     notes = []
     for target in req.targets:
-        options = {"dev": DEV} if target == "nft" else {}
-        artifact, diags = build_artifact(req.compiled, target, **options)
+        backend = "cbpf" if target in ("cbpf", *USERSPACE) else target
+        options = {"dev": DEV} if target == "nft" else \
+            {"hook": "socket"} if backend == "cbpf" else {}
+        artifact, diags = build_artifact(req.compiled, backend, **options)
         if artifact is None:
             msg = "; ".join(d.message for d in diags)
             if explicit:
@@ -216,17 +222,17 @@ def measure(req: Request, kind: str, name: str, frames: list[bytes],
     try:
         if name in EBPF:
             row.test_run_ns = test_run_ns(req.artifacts[name], frames, judged, req.repeat)
-        with bench_lab() as lab, attached(req, name, lab) as passed:
+        with bench_lab() as lab, attached(req, name, lab) as counting:
             traffic = bench_traffic.blast(lab.inj, DUT_MAC, frames, req.duration,
-                                          req.packets, passed, probes=name != "socket",
-                                          progress=step)
+                                          req.packets, probes=name not in PACKET_SOCKET,
+                                          progress=step, **counting)
     except bench_naive.Refused as exc:
         row.status = f"refused: {exc}"
         return row
     except _NotInstalled:
         row.status = "not installed"
         return row
-    except (RuntimeError, OSError, LoadError) as exc:
+    except (RuntimeError, OSError, LoadError) as exc:  # (UserspaceError too)
         row.status = f"error: {exc}"
         return row
     row.traffic = traffic.to_json()
@@ -239,6 +245,8 @@ def measure(req: Request, kind: str, name: str, frames: list[bytes],
 def _hook(req: Request, name: str) -> str:
     if name in req.artifacts:
         art = req.artifacts[name]
+        if name in USERSPACE:
+            return "AF_PACKET ring, user space"
         return f"{name} {art.hook}" if art.hook != name else name
     return {"none": "-", "nft-naive": "nft ingress", "iptables-naive": "iptables prerouting",
             "xdp-filter": "xdp"}.get(name, "-")
@@ -267,37 +275,44 @@ class _NotInstalled(Exception):
 
 
 @contextlib.contextmanager
-def attached(req: Request, name: str, lab) -> Iterator[Callable[[], int]]:
-    """Attach target or baseline ``name`` to the lab's dut; yield what counts the
-    frames that passed it. pfc targets are unloaded again (their state records go)."""
+def attached(req: Request, name: str, lab) -> Iterator[dict]:
+    """Attach target or baseline ``name`` to the lab's dut; yield how ``blast`` counts
+    what passed it (``passed``; for the user-space rows ``elsewhere`` and ``settle`` too).
+    pfc targets are unloaded again (their state records go)."""
     policy = req.compiled.require()
-    if name == "socket":
+    delivered = {"passed": bench_traffic.delivered}
+    if name in USERSPACE:
+        from pfc.bench.userspace import Runner
+
+        with Runner(DEV, req.artifacts[name].meta["insns"], ct=name.endswith("+ct")) as r:
+            yield {"passed": r.passed, "elsewhere": r.elsewhere, "settle": r.settle}
+    elif name in ("cbpf", "socket"):
         with _socket_filter(req.artifacts[name]) as passed:
-            yield passed
+            yield {"passed": passed}
     elif name in req.artifacts:
         from pfc.deploy import load
 
         art = req.artifacts[name]
         load.load(art, req.path, req.compiled.source.text, [], DEV, netns=lab.name)
         try:
-            yield bench_traffic.delivered
+            yield delivered
         finally:
             load.unload(name, DEV, netns=lab.name)
     elif name == "none":
-        yield bench_traffic.delivered
+        yield delivered
     elif name == "nft-naive":
         bench_naive.load_nft(policy, DEV)
-        yield bench_traffic.delivered
+        yield delivered
     elif name == "iptables-naive":
         bench_naive.load_iptables(policy)
-        yield bench_traffic.delivered
+        yield delivered
     elif name == "xdp-filter":
         if not bench_naive.xdp_filter_available():
             raise _NotInstalled
         bench_naive.xdp_filter_commands(policy, DEV, "native")  # Refused before loading
         try:
             bench_naive.load_xdp_filter(policy, DEV)
-            yield bench_traffic.delivered
+            yield delivered
         finally:
             bench_naive.unload_xdp_filter(DEV)
     else:
@@ -306,15 +321,20 @@ def attached(req: Request, name: str, lab) -> Iterator[Callable[[], int]]:
 
 @contextlib.contextmanager
 def _socket_filter(artifact: Artifact) -> Iterator[Callable[[], int]]:
-    """The socket program attached to a packet socket on dut: what passed is the
+    """The socket program (eBPF, ``SO_ATTACH_BPF``) or the cbpf program
+    (``SO_ATTACH_FILTER``) attached to a packet socket on dut: what passed is the
     socket's tp_packets (its queue may overflow; the filter ran on every frame)."""
-    from pfc.backends.ebpf import run as ebpf_run
     from pfc.kernel import netns
 
-    prog = ebpf_run.loaded(artifact).programs[artifact.meta["program"]]
     sock = netns.packet_socket(DEV)
     sock.setsockopt(bench_traffic.SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)  # dut's own MLD
-    sock.setsockopt(socket.SOL_SOCKET, netns.SO_ATTACH_BPF, prog.fd)
+    if artifact.target == "cbpf":
+        netns.attach_cbpf(sock, artifact.meta["insns"])
+    else:
+        from pfc.backends.ebpf import run as ebpf_run
+
+        prog = ebpf_run.loaded(artifact).programs[artifact.meta["program"]]
+        sock.setsockopt(socket.SOL_SOCKET, netns.SO_ATTACH_BPF, prog.fd)
     bench_traffic.packet_stats(sock)  # reset
     total = [0]
 

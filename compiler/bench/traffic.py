@@ -77,6 +77,8 @@ class Traffic:
     per_frame: list[int]
     latencies_ns: list[int] = field(default_factory=list)
     probes: int = 0
+    process_cpu_ns: int | None = None  # of cpu_ns: a user-space filter's process
+
 
     @property
     def dropped(self) -> int:
@@ -90,6 +92,8 @@ class Traffic:
             "passed": self.passed, "dropped": self.dropped, "lost_in_veth": self.lost,
             "dropped_pps": round(self.dropped / self.seconds) if self.seconds else 0,
             "cpu_ns_per_packet": round(self.cpu_ns / self.sent, 1) if self.sent else None,
+            "process_cpu_ns_per_packet": round(self.process_cpu_ns / self.sent, 1)
+            if self.sent and self.process_cpu_ns is not None else None,
             "latency_us": {"median": round(statistics.median(lat) / 1000, 2),
                            "p99": round(lat[min(len(lat) - 1, len(lat) * 99 // 100)] / 1000,
                                         2), "probes": len(lat), "sent": self.probes}
@@ -294,10 +298,14 @@ class ProbeSender:
 
 def blast(inj: str, dst_mac: bytes, frames: list[bytes], duration: float,
           packets: int | None, passed: Callable[[], int], probes: bool,
-          progress: Callable[[float], None] | None = None) -> Traffic:
+          progress: Callable[[float], None] | None = None,
+          elsewhere: Callable[[], tuple[int, int]] | None = None,
+          settle: Callable[[int], None] = lambda arrived: None) -> Traffic:
     """Send ``frames`` in a cycle for ``duration`` seconds (or ``packets`` frames, if
     fewer), probes every :data:`PROBE_EVERY` s from another thread; count what passed
-    with ``passed()``."""
+    with ``passed()``. ``elsewhere()``: (CPU ns, frames lost) so far outside the pinned
+    CPU and veth (a user-space filter's process and its ring), added to the run's;
+    ``settle(arrived)`` waits until such a process has taken the frames that arrived."""
     sender = Injector(inj, frames)
     receiver = ProbeReceiver() if probes else None
     veths = (inj, "dut")
@@ -305,6 +313,7 @@ def blast(inj: str, dst_mac: bytes, frames: list[bytes], duration: float,
     try:
         with _pinned() as cpu:
             p0, lost0, cpu0, sent = passed(), veth_drops(veths), cpu_ticks(cpu), 0
+            away0 = elsewhere() if elsewhere else (0, 0)
             if prober:
                 prober.start()
             t0 = time.monotonic()
@@ -322,8 +331,11 @@ def blast(inj: str, dst_mac: bytes, frames: list[bytes], duration: float,
             nprobes = prober.close() if prober else 0
             prober = None
             time.sleep(0.05)  # let the backlog drain
-            cpu_ns = (cpu_ticks(cpu) - cpu0) * 1_000_000_000 // CLK_TCK
-            lost, through = veth_drops(veths) - lost0, passed() - p0
+            settle(sent - (veth_drops(veths) - lost0))
+            away = elsewhere() if elsewhere else (0, 0)
+            cpu_ns = (cpu_ticks(cpu) - cpu0) * 1_000_000_000 // CLK_TCK + away[0] - away0[0]
+            lost = veth_drops(veths) - lost0 + away[1] - away0[1]
+            through = passed() - p0
         latencies = receiver.close(nprobes > 0) if receiver else []
         receiver = None
     finally:
@@ -332,7 +344,8 @@ def blast(inj: str, dst_mac: bytes, frames: list[bytes], duration: float,
                 thing.close()
         sender.close()
     return Traffic(sent, seconds, max(0, through - nprobes), lost, cpu_ns,
-                   sender.counts, latencies, nprobes)
+                   sender.counts, latencies, nprobes,
+                   away[0] - away0[0] if elsewhere else None)
 
 
 @contextlib.contextmanager

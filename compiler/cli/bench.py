@@ -22,7 +22,8 @@ from pfc.cli.output import (
 def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="policy file (.pf)")
     p.add_argument("--targets", default="all", metavar="LIST",
-                   help="comma-separated: xdp,tc,socket,nft,iptables, or `all` (default; "
+                   help="comma-separated: xdp,tc,cbpf,socket,nft,iptables,userspace,"
+                        "userspace+ct, or `all` (default; "
                         "targets that cannot express the policy are then skipped). A "
                         "whole firewall: loads to compare, each a target or A+B as "
                         "compile's A,B (default: nft, iptables, and xdp+nft, tc+nft when "
@@ -188,7 +189,10 @@ BENCH = Command("bench", "measure per-packet cost of a policy on every hook, wit
                 "and measure it the same way for every hook: BPF_PROG_TEST_RUN ns/packet\n"
                 "for the eBPF targets, and real traffic through the veth for all: packets/s,\n"
                 "packets dropped by the policy (checked against the interpreter), CPU time\n"
-                "per packet including softirq, latency of passing probes. Baselines in the\n"
-                "same run: no filter, a naive per-rule nft chain and iptables chain, and\n"
-                "xdp-filter where installed. Needs root. See docs/bench.md.",
+                "per packet including softirq (and the user-space filter's process), latency\n"
+                "of passing probes. The user-space rows: a process reading an AF_PACKET\n"
+                "ring runs the policy's classic BPF, without and with a connection table.\n"
+                "Baselines in the same run: no filter, a naive per-rule nft chain and\n"
+                "iptables chain, and xdp-filter where installed. Needs root. See\n"
+                "docs/bench.md.",
                 _args, _bench)

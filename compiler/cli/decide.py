@@ -5,14 +5,18 @@ the current network namespace (``--netns NS`` to enter one): decide each packet
 with ``--decider`` (``pattern:TEXT``: seed 002's application firewall, drop a
 flow whose payload holds TEXT; ``pass``; ``drop``; ``module:callable``: your own
 Python decider), answer in batches, and with ``first K`` keep each decided
-flow's verdict in its connection's mark. Prints its counters as one JSON line
-at the end (Ctrl-C, SIGTERM, ``--timeout``). docs/queue.md explains it all."""
+flow's verdict in its connection's mark. A watchdog process kills a decider
+that answers nothing for ``--stall`` seconds while packets wait (a stuck one
+fails like a killed one: closed, or open with ``bypass``). Prints its counters
+as one JSON line at the end (Ctrl-C, SIGTERM, ``--timeout``). docs/queue.md
+explains it all."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import os
 import signal
 import sys
 import time
@@ -32,6 +36,10 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--segment", action="store_true",
                    help="have the kernel segment GSO packets: the decider sees wire-size "
                    "packets (slower; default: whole GSO packets, NFQA_CFG_F_GSO)")
+    p.add_argument("--stall", type=float, default=2.0, metavar="S",
+                   help="the watchdog: when packets have waited S seconds with no answer, "
+                   "kill the decider, and the queue fails as with none (closed, or open "
+                   "with bypass); exit 3 (default: 2; 0: no watchdog, one process)")
 
 
 def queue_action(policy: ir.Policy, num: int | None) -> ir.Queue:
@@ -71,6 +79,7 @@ def _decide(args: argparse.Namespace) -> int:
     from pfc.decide.analyse import load
     from pfc.decide.loop import Loop
     from pfc.decide.nfqueue import Queue
+    from pfc.decide.watch import supervise
     from pfc.kernel import netns
 
     policy = _policy(args.policy)
@@ -81,26 +90,45 @@ def _decide(args: argparse.Namespace) -> int:
         decider = load(args.decider)
     except (ValueError, ImportError, AttributeError) as exc:
         raise UsageError(f"--decider: {exc}") from exc
+    if args.stall < 0:
+        raise UsageError("--stall: a number of seconds, 0 or more")
+    with netns.inside(args.netns) if args.netns else contextlib.nullcontext():
+        try:  # bound here, served by the worker: a refusal is a usage error
+            loop = Loop(Queue(action.num, fail_open=action.bypass, gso=not args.segment),
+                        action, decider)  # (its ctnetlink socket: the same netns)
+        except OSError as exc:
+            raise UsageError(f"cannot serve queue {action.num}: {exc.strerror or exc} (root "
+                             "is needed; one decider per queue)") from exc
+        if not args.stall:
+            return _serve(loop, action, args)
+
+        def work(heart) -> int:
+            loop.beat = heart.beat
+            return _serve(loop, action, args)
+        # the watchdog's copies of the sockets closed: the worker's death unbinds the queue
+        return supervise(work, action.num, args.stall, release=_closer(loop))
+
+
+def _closer(loop):
+    def close() -> None:
+        loop.queue.close()
+        if loop.marks is not None:
+            loop.marks.close()
+    return close
+
+
+def _serve(loop, action: ir.Queue, args: argparse.Namespace) -> int:
+    """The loop until SIGTERM, Ctrl-C or --timeout; its counters as one JSON line."""
     end = None if args.timeout is None else time.monotonic() + args.timeout
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
-    loop = None
-    try:
-        with netns.inside(args.netns) if args.netns else contextlib.nullcontext():
-            queue = Queue(action.num, fail_open=action.bypass, gso=not args.segment)
-            loop = Loop(queue, action, decider)  # (its ctnetlink socket: the same netns)
-        seen = f"first {action.first} packets of each flow" if action.first else "every packet"
-        print(f"pfc decide: queue {action.num}, {seen}, "
-              f"{'bypass' if action.bypass else 'fail closed'}, decider {args.decider}",
-              file=sys.stderr, flush=True)
+    seen = f"first {action.first} packets of each flow" if action.first else "every packet"
+    print(f"pfc decide: queue {action.num}, {seen}, "
+          f"{'bypass' if action.bypass else 'fail closed'}, decider {args.decider}, "
+          f"pid {os.getpid()}", file=sys.stderr, flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
         loop.run(lambda: bool(stopping) or (end is not None and time.monotonic() > end))
-    except OSError as exc:
-        raise UsageError(f"cannot serve queue {action.num}: {exc.strerror or exc} (root is "
-                         "needed; one decider per queue)") from exc
-    except KeyboardInterrupt:
-        pass
-    if loop is not None:
-        print(json.dumps(loop.stats.as_dict()), flush=True)
+    print(json.dumps(loop.stats.as_dict()), flush=True)
     return 0
 
 

@@ -2,5 +2,6 @@
 
 ``analyse``: the deciders (the seeds' payload pattern search, a Python plug-in);
 ``nfqueue``: an NFQUEUE client over raw netlink; ``ctmark``: the verdict cache in the
-connection's mark (ctnetlink); ``loop``: reading, deciding, answering, caching.
+connection's mark (ctnetlink); ``loop``: reading, deciding, answering, caching;
+``watch``: the watchdog that makes a stuck decider fail like a killed one.
 """

@@ -49,11 +49,14 @@ class Stats:
 
 
 class Loop:
-    """One queue: ``action`` says ``first`` and ``bypass``; ``decider`` decides."""
+    """One queue: ``action`` says ``first`` and ``bypass``; ``decider`` decides;
+    ``beat(count)`` is called after each packet decided (the watchdog's heartbeat,
+    ``pfc.decide.watch``)."""
 
     def __init__(self, queue: Queue, action: ir.Queue, decider: Decider,
-                 marks: Marks | None = None) -> None:
-        self.queue, self.action = queue, action
+                 marks: Marks | None = None,
+                 beat: Callable[[int], None] = lambda count: None) -> None:
+        self.queue, self.action, self.beat = queue, action, beat
         self.state = QueueState(decider=self._guarded(decider))
         self.marks = marks if marks is not None else (
             Marks() if action.first is not None else None)
@@ -90,6 +93,7 @@ class Loop:
             self.stats.packets += 1
             self.stats.passed += ok
             self.stats.dropped += not ok
+            self.beat(self.stats.packets)
             answers.append((pid, ok))
             if mark and not self._mark(packet, ok) and ok:
                 after.append(packet)

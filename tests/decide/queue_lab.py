@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import select
+import signal
 import socket
 import struct
 import subprocess
@@ -65,19 +67,27 @@ def counters(p: Pair, target: str = "iptables") -> list[tuple[int, str]]:
 
 
 @contextlib.contextmanager
-def decider(p: Pair, policy: Path, spec: str) -> Iterator[subprocess.Popen]:
-    """``pfc decide`` in the server namespace, ready (bound) when entered."""
+def decider(p: Pair, policy: Path, spec: str, *more: str) -> Iterator[subprocess.Popen]:
+    """``pfc decide`` in the server namespace, ready (bound) when entered; its
+    ``worker`` attribute is the pid of the process that decides (the watchdog's child)."""
     proc = p.popen(p.server, [sys.executable, "-m", "pfc", "decide", str(policy),
-                              "--decider", spec], stdout=subprocess.PIPE,
+                              "--decider", spec, *more], stdout=subprocess.PIPE,
                    stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stderr.readline()
         assert line.startswith("pfc decide: queue"), line + proc.stderr.read()
+        proc.worker = int(line.rsplit("pid ", 1)[1])
         yield proc
     finally:
         if proc.poll() is None:
             proc.terminate()
             proc.wait()
+
+
+def bound(p: Pair, num: int = 0) -> bool:
+    """Whether a program is bound to NFQUEUE queue ``num`` in the server namespace."""
+    text = p.run(p.server, ["cat", "/proc/net/netfilter/nfnetlink_queue"]).stdout
+    return any(line.split()[0] == str(num) for line in text.splitlines())
 
 
 def stats(proc: subprocess.Popen) -> dict:
@@ -206,3 +216,61 @@ def cached_scenario(target: str) -> dict:
               for v in (Verdict.PASS, Verdict.DROP)] + [sum(o.queued for o in outs)]
     return {"echoed": echoed, "kernel": [n for n, _ in found[:3]], "oracle": oracle,
             "decider": got, "abc_delivered": b"xxabcxx" in b"".join(server.received)}
+
+
+FAILURES = {"kill": (signal.SIGKILL, "worker"), "stop": (signal.SIGSTOP, "worker"),
+            "kill-pfc-decide": (signal.SIGKILL, "pfc decide")}
+
+
+def _gone(pidfd: int) -> bool:
+    """Whether the process ended (its pidfd readable) within POSITIVE seconds."""
+    return bool(select.select([pidfd], [], [], POSITIVE)[0])
+
+
+def _refused(p: Pair) -> bool:
+    try:
+        reset(connect(p, NEGATIVE))
+    except TimeoutError:
+        return True
+    return False
+
+
+def failure_scenario(target: str, how: str, bypass: bool) -> dict:
+    """`queue tcp dport 5201 first 3 [bypass]` served by `pfc decide --stall 0.5`: an
+    established connection is decided (its verdict kept in its mark), then the worker
+    is killed or stopped, or `pfc decide` itself killed (``FAILURES``). What happened:
+    the old connection's echoes, a new connection (refused, or its echo with "abc",
+    which no decider sees), `pfc decide`'s exit status and message, whether the queue
+    is still bound, a second new connection after the end."""
+    text = f"queue tcp dport 5201 first 3{' bypass' if bypass else ''}\npass all\n"
+    sig, whom = FAILURES[how]
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as tmp, pair() as p:
+        policy = Path(tmp) / "q.pf"
+        policy.write_text(text)
+        load(p, text, target)
+        server = Server(p)
+        with decider(p, policy, "pattern:abc", "--stall", "0.5") as proc:
+            old = connect(p, POSITIVE)
+            out["decided"] = echo(old, b"one") and echo(old, b"two")  # SYN, ACK, one
+            worker = os.pidfd_open(proc.worker)
+            os.kill(proc.worker if whom == "worker" else proc.pid, sig)
+            out["old_after"] = echo(old, b"three abc")  # kept: no decider sees it
+            if sig == signal.SIGKILL:  # gone (its socket closed) before the next flow
+                out["gone_first"] = _gone(worker)
+            if bypass:  # (stuck: the SYN waits, the watchdog kills, the retry passes)
+                new = connect(p, POSITIVE)
+                out["new"] = "echoed" if echo(new, b"four abc") else "lost"
+                reset(new)
+            else:
+                out["new"] = "refused" if _refused(p) else "connected"
+            out["gone"] = _gone(worker)  # (stuck: the watchdog killed it)
+            os.close(worker)
+            out["code"] = proc.wait()
+            out["said"] = proc.stderr.read()
+        out["bound"] = bound(p)
+        out["later"] = "refused" if not bypass and _refused(p) else "-"
+        out["old_end"] = echo(old, b"five")
+        reset(old)
+        server.close()
+    return out

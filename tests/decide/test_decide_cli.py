@@ -47,6 +47,8 @@ def test_exit_codes_before_any_socket(tmp_path, capsys) -> None:
     good = tmp_path / "good.pf"
     good.write_text("queue tcp\n")
     assert main(["decide", str(good), "--decider", "nonsense"]) == 2
+    assert main(["decide", str(good), "--stall", "-1"]) == 2
+    assert "--stall: a number of seconds" in capsys.readouterr().err
 
 
 def test_decider_specs() -> None:

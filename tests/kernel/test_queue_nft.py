@@ -33,3 +33,24 @@ def test_nft_queue_and_its_cache_agree_with_the_interpreter(guests) -> None:
     passed, dropped, queued = got["kernel"]
     assert d["packets"] == queued and d["marks"] == 2, got
     assert passed > 0 and dropped > 0
+
+
+FAILURES = [("kill", False), ("kill", True), ("stop", False), ("stop", True)]
+RUN_FAILURES = ("import json; from tests.decide.queue_lab import failure_scenario; "
+                f"print(json.dumps([failure_scenario('nft', h, b) for h, b in {FAILURES!r}]))")
+
+
+@pytest.mark.lab
+@needs_lab
+@pytest.mark.timeout(1800)
+def test_nft_queue_fails_closed_or_open_when_the_decider_dies_or_sticks(guests) -> None:
+    """tests/decide/test_decider_failure.py's scenarios with nft's `queue ... [bypass]`:
+    the worker killed or stopped (the watchdog kills it), closed and with bypass."""
+    from tests.decide.test_decider_failure import check_failure
+
+    vm = guests.get("6.1")
+    done = vm.run([sys.executable, "-c", RUN_FAILURES], cwd=ROOT, env=vk._env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    for (how, bypass), seen in zip(FAILURES, got, strict=True):
+        check_failure(seen, how, bypass)
