@@ -23,6 +23,11 @@ REJECT_WITH = {  # kind -> (iptables, ip6tables) --reject-with
     "host-unreachable": ("icmp-host-unreachable", "icmp6-addr-unreachable"),
     "no-route": ("icmp-net-unreachable", "icmp6-no-route"),
     "tcp-reset": ("tcp-reset", "tcp-reset"),
+    # one family's replies: the checker holds their rules to that family
+    "proto-unreachable": ("icmp-proto-unreachable", None),
+    "net-prohibited": ("icmp-net-prohibited", None),
+    "host-prohibited": ("icmp-host-prohibited", None),
+    "policy-fail": (None, "icmp6-policy-fail"), "reject-route": (None, "icmp6-reject-route"),
 }
 _NATIVE = ("iif", "oif", "ether-src", "dst-type", "src-type", "mark", "ct-mark")
 

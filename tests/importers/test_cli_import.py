@@ -16,7 +16,7 @@ GOOD = dump("-A INPUT -i lo -j ACCEPT", "-A INPUT -p tcp --dport 22 -j ACCEPT",
             policy="DROP")
 BAD = dump("-A INPUT -i lo -j ACCEPT", "-A INPUT -m recent --set --name x",
            "-A INPUT -m recent --rcheck --name x -j DROP",
-           "-A INPUT -j REJECT --reject-with icmp-host-prohibited", policy="DROP")
+           "-A INPUT -p tcp -j TCPMSS --set-mss 1400", policy="DROP")
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def test_refusals_are_listed_by_reason_and_nothing_is_written(files, capsys, tmp
     assert "rules.v4:7:10: error: cannot import: -m recent" in err  # the first, with a caret
     assert "rules.v4:8:10: cannot import: -m recent" in err  # the others, one line each
     assert "pfc import: 3 rules cannot be imported (2 reasons):" in err
-    assert "      2  -m recent:" in err and "      1  --reject-with icmp-host-prohibited" in err
+    assert "      2  -m recent:" in err and "      1  -j TCPMSS:" in err
 
 
 def test_partial_writes_the_policy_with_the_refused_rules_marked(files, capsys, tmp_path):

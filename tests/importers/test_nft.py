@@ -127,7 +127,7 @@ def test_chain_bindings_and_unreachable_chains():
     ("ct status == dnat accept", "ct status compared whole"),
     ("ct status dnat,snat counter", "`count` on parts that may hold together"),
     ("ip saddr 10.0.0.1 ct mark set 1", "`ct mark set`: pfc sets only the packet's mark"),
-    ("reject with icmp host-prohibited", "reject with icmp host-prohibited"),
+    ("reject with icmp type 7", "reject with icmp type 7"),
     ("meta mark set (meta mark | 0x10) accept", "expected `)`"),
 ])
 def test_refusals_say_why(rule, reason):
@@ -212,3 +212,11 @@ def test_a_device_the_hook_has_none_of():
     assert "pass oif lo" in lines
     assert not any(line.startswith("pass") and "iif" in line for line in lines)
     assert not any(line.startswith("pass oif x") for line in lines)
+
+
+def test_icmp_replies_of_one_family_are_that_family_rules():
+    r = nft(chain("tcp dport 22 reject with icmp type host-prohibited",
+                  "reject with icmpv6 type policy-fail", "reject with icmp 9"))
+    assert r.complete, reasons(r)
+    assert body(r)[2:5] == ["reject tcp src 0.0.0.0/0 dport 22 with host-prohibited",
+                            "reject ip6 with policy-fail", "reject ip with net-prohibited"]

@@ -75,6 +75,23 @@ def test_a_host_with_ipv6_agrees_with_the_path_interpreter(target):
     assert report.ok, "\n".join(d.describe() for d in report.differences[:5])
 
 
+@pytest.mark.parametrize("target", ["nft", "iptables"])
+def test_the_replies_of_one_family_agree_with_the_path_interpreter(target):
+    """iptables' icmp-host-prohibited ... and ip6tables' icmp6-policy-fail ... (ICMP
+    codes 10, 9, 2; ICMPv6 codes 5, 6) as the kernel sends them."""
+    rs = ruleset({"input": [rule(ir.Reject("host-prohibited"), "tcp", src="0.0.0.0/0"),
+                            rule(ir.Reject("net-prohibited"), "udp", src="0.0.0.0/0"),
+                            rule(ir.Reject("proto-unreachable"), "ip"),
+                            rule(ir.Reject("policy-fail"), "tcp", src="::/0"),
+                            rule(ir.Reject("reject-route"), "ip6")],
+                  "output": []},
+                 interfaces=[("eth0", ["198.51.100.10/24", "2001:db8:1::10/64"],
+                              "198.51.100.1")])
+    report = fwv.verify_ruleset(rs, target, n=200, seed=3)
+    assert report.items > 150
+    assert report.ok, "\n".join(d.describe() for d in report.differences[:5])
+
+
 def test_the_built_router_is_the_example():
     """tests/oracle's router() (the path interpreter's and the deploy tests') means
     what examples/home-router.pf says: the same blocks, defaults and rules."""
