@@ -120,6 +120,10 @@ def capability(policy: ir.Policy) -> list[Diagnostic]:
                 and policy.hook.name not in REJECT_BLOCKS:
             reasons.append(f"`reject` in `{policy.hook.name}` (iptables' REJECT works in "
                            "input, forward and output only)")
+        if policy.hook is not None and policy.hook.name in ("postrouting", "nat postrouting") \
+                and any(m.field == "iif" for m in rule.matches):
+            reasons.append(f"`iif` in `{policy.hook.name}` (iptables takes no `-i` in "
+                           "POSTROUTING)")
         if reasons and rule.index not in seen:
             seen.add(rule.index)
             out.append(error(f"target `iptables` cannot express {reasons[0]} (rule at line "

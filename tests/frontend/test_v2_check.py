@@ -309,3 +309,11 @@ def test_an_interface_no_line_declares_is_a_warning() -> None:
     assert [(d.severity, d.message) for d in compiled.diagnostics][:1] == [
         ("warning", "`eht0` is not an interface of this file")]
     assert sum(d.code == "unknown-interface" for d in compiled.diagnostics) == 1
+
+
+def test_iif_after_routing() -> None:
+    """A forwarded packet's input device in postrouting (nft's iifname there)."""
+    assert rule("postrouting", "drop !iif eth1").matches[0].field == "iif"
+    assert rule("nat postrouting", "masquerade iif eth1 oif eth0").action.kind == "masquerade"
+    [message] = errors("output {\n    pass iif lo\n}\n")
+    assert message.startswith("`iif` is not allowed in block `output`")
