@@ -220,3 +220,20 @@ def test_icmp_replies_of_one_family_are_that_family_rules():
     assert r.complete, reasons(r)
     assert body(r)[2:5] == ["reject tcp src 0.0.0.0/0 dport 22 with host-prohibited",
                             "reject ip6 with policy-fail", "reject ip with net-prohibited"]
+
+
+def test_a_large_named_set_is_a_set_file_beside_the_policy():
+    from pfc.importers.nft import LARGE_SET
+    elements = ", ".join(f"10.{i // 256}.{i % 256}.0/24" for i in range(LARGE_SET + 1))
+    text = chain("ip saddr @blocked drop", "tcp dport 22 accept").replace(
+        "  chain c {", f"  set blocked {{ type ipv4_addr; flags interval; elements = "
+        f"{{ {elements} }} }}\n  chain c {{")
+    to_file = imported(text, fmt="nft", names=("rules.nft",), set_files=True,
+                       output_name="out.pf")
+    assert to_file.complete, reasons(to_file)
+    assert 'set blocked = file "out.blocked.set"' in to_file.text
+    lines = to_file.set_files["out.blocked.set"].splitlines()
+    assert lines[0] == "# nft set @blocked of rules.nft" and len(lines) == LARGE_SET + 2
+    assert "drop src $blocked" in body(to_file)
+    to_stdout = nft(text)  # no file beside it: a define
+    assert to_stdout.set_files == {} and "define blocked = { 10.0.0.0/24," in to_stdout.text
