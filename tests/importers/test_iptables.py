@@ -231,3 +231,12 @@ def test_the_replies_of_one_family_keep_their_code_and_family():
     assert r6.complete, reasons(r6)
     assert body(r6)[3:5] == ["reject ip6 with policy-fail",
                              "reject udp src ::/0 with reject-route"]
+
+
+def test_a_long_option_may_be_a_unique_prefix_as_getopt_reads_it():
+    r = imported(dump("-A PREROUTING -p tcp --dport 443 -j REDIRECT --to-port 9443",
+                      "-A PREROUTING -p tcp --dport 80 -j REDIRECT --to 9080", table="nat"))
+    assert r.complete, reasons(r)
+    assert body(r)[2:4] == ["redirect tcp dport 443 to :9443", "redirect tcp dport 80 to :9080"]
+    r = imported(dump("-A PREROUTING -p tcp -j REDIRECT --random", table="nat"))
+    assert reasons(r) == ["REDIRECT without one --to-ports port (pfc redirects to a port)"]

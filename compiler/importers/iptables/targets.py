@@ -242,8 +242,18 @@ def _masquerade(t: Module, m: Converted, family: int, remarks: list[Remark]) -> 
     return Action("masquerade")
 
 
+REDIRECT_OPTIONS = ("--to-ports", "--random")  # libxt_REDIRECT's long options
+
+
+def _long(t: Module, full: str, options: tuple[str, ...]) -> Opt | None:
+    """``full`` as getopt_long reads it: written whole or as a prefix no other option
+    of the module has (``--to-port 8080`` is ``--to-ports 8080``)."""
+    return next((o for o in t.opts if len(o.name) > 2 and full.startswith(o.name)
+                 and sum(x.startswith(o.name) for x in options) == 1), None)
+
+
 def _redirect(t: Module, m: Converted, family: int, remarks: list[Remark]) -> Action:
-    opt = t.get("--to-ports")
+    opt = _long(t, "--to-ports", REDIRECT_OPTIONS)
     if opt is None or len(t.opts) != 1 or "-" in opt.value or not (
             opt.value.isascii() and opt.value.isdigit()):
         raise Refuse("REDIRECT without one --to-ports port (pfc redirects to a port)",
