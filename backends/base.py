@@ -46,6 +46,7 @@ FEATURES = {
     "notrack": "`notrack` rules",
     "pass-limit": "`limit` on a pass rule",
     "iface": "`iif`/`oif` matches",
+    "iif-post": "`iif` in `postrouting` and `nat postrouting`",
     "ether": "`ether-src`/`ether-dst` matches",
     "ether-type": "`ether-type` matches",
     "vlan-id": "`vlan-id` matches",
@@ -56,8 +57,10 @@ FEATURES = {
     "ct-status": "`ct status` matches",
 }
 V2_FEATURES = frozenset(("reject", "nat", "set-mark", "notrack", "pass-limit", "iface",
+                         "iif-post",
                          "ether", "ether-type", "vlan-id", "icmp-code", "addr-type", "mark",
                          "ct-mark", "ct-status"))
+POSTROUTING_BLOCKS = ("postrouting", "nat postrouting")  # where "iif-post" is asked for
 # The feature each v2 match needs (by field).
 FIELD_FEATURES = {"iif": "iface", "oif": "iface", "ether-src": "ether",
                    "ether-dst": "ether", "ether-type": "ether-type", "vlan-id": "vlan-id",
@@ -244,8 +247,13 @@ def feature_errors(policy: ir.Policy, backend: Backend,
                          "(the default drop)", policy.default_span,
                          hint=("targets that can: " + ", ".join(able)) if able else None,
                          code="unsupported"))
+    after_routing = policy.hook is not None and policy.hook.name in POSTROUTING_BLOCKS
     for rule in policy.rules:
-        missing = sorted(needed_features(rule, backend) - backend.supports)
+        needs = needed_features(rule, backend)
+        if after_routing and any(m.field == "iif" for m in rule.matches) \
+                and backend.emit_ruleset is None:
+            needs.add("iif-post")
+        missing = sorted(needs - backend.supports)
         if not missing:
             continue
         able = [b.name for b in registry.values()

@@ -23,6 +23,11 @@ REJECT_WITH = {  # kind -> (iptables, ip6tables) --reject-with
     "host-unreachable": ("icmp-host-unreachable", "icmp6-addr-unreachable"),
     "no-route": ("icmp-net-unreachable", "icmp6-no-route"),
     "tcp-reset": ("tcp-reset", "tcp-reset"),
+    # one family's replies: the checker holds their rules to that family
+    "proto-unreachable": ("icmp-proto-unreachable", None),
+    "net-prohibited": ("icmp-net-prohibited", None),
+    "host-prohibited": ("icmp-host-prohibited", None),
+    "policy-fail": (None, "icmp6-policy-fail"), "reject-route": (None, "icmp6-reject-route"),
 }
 _NATIVE = ("iif", "oif", "ether-src", "dst-type", "src-type", "mark", "ct-mark")
 
@@ -115,6 +120,10 @@ def capability(policy: ir.Policy) -> list[Diagnostic]:
                 and policy.hook.name not in REJECT_BLOCKS:
             reasons.append(f"`reject` in `{policy.hook.name}` (iptables' REJECT works in "
                            "input, forward and output only)")
+        if policy.hook is not None and policy.hook.name in ("postrouting", "nat postrouting") \
+                and any(m.field == "iif" for m in rule.matches):
+            reasons.append(f"`iif` in `{policy.hook.name}` (iptables takes no `-i` in "
+                           "POSTROUTING)")
         if reasons and rule.index not in seen:
             seen.add(rule.index)
             out.append(error(f"target `iptables` cannot express {reasons[0]} (rule at line "

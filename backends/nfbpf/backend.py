@@ -43,6 +43,8 @@ REASONS = {"ct": _STATE, "ct-status": _STATE, "ct-mark": _STATE, "nat": _STATE,
            "vlan-id": "a netfilter program gets the packet from its IP header",
            "addr-type": "a netfilter program has no route lookup",
            "log": "not carried yet",
+           "iif-post": "not carried yet (the host's own packets have no input device "
+           "there: `!iif X` holds on them)",
            "audit": "not carried yet"}
 DESCRIPTION = ("eBPF netfilter program (BPF_PROG_TYPE_NETFILTER on a bpf link, Linux 6.4) "
                "per filter block; C and ELF object")

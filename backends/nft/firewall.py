@@ -20,6 +20,11 @@ REJECT_WORDS = {
     "admin-prohibited": ("admin-prohibited", "admin-prohibited", "admin-prohibited"),
     "host-unreachable": ("host-unreachable", "addr-unreachable", "host-unreachable"),
     "no-route": ("net-unreachable", "no-route", "no-route"),
+    # one family's replies: the checker holds their rules to that family
+    "proto-unreachable": ("prot-unreachable", None, None),
+    "net-prohibited": ("net-prohibited", None, None),
+    "host-prohibited": ("host-prohibited", None, None),
+    "policy-fail": (None, "policy-fail", None), "reject-route": (None, "reject-route", None),
 }
 _FIB_FIELD = {"dst-type": "daddr", "src-type": "saddr"}
 

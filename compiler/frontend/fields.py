@@ -73,9 +73,14 @@ CT_STATUSES = {"expected": 0x1, "seen-reply": 0x2, "confirmed": 0x8, "snat": 0x1
                "dnat": 0x20}
 
 # ``reject with R``: (ICMP code, ICMPv6 code), nft's ``icmpx`` words (nft_reject.h,
-# NFT_REJECT_ICMPX_*); ``tcp-reset`` has no code.
+# NFT_REJECT_ICMPX_*); ``tcp-reset`` has no code. The replies of one family only (None
+# for the other: iptables' icmp-host-prohibited ..., ip6tables' icmp6-policy-fail ...,
+# nft's ``icmp``/``icmpv6`` types) need a rule of that family.
 REJECTS = {"port-unreachable": (3, 4), "admin-prohibited": (13, 1),
-           "host-unreachable": (1, 3), "no-route": (0, 0), "tcp-reset": (None, None)}
+           "host-unreachable": (1, 3), "no-route": (0, 0), "tcp-reset": (None, None),
+           "proto-unreachable": (2, None), "net-prohibited": (9, None),
+           "host-prohibited": (10, None), "policy-fail": (None, 5),
+           "reject-route": (None, 6)}
 REJECT_DEFAULT = "port-unreachable"
 
 # ``ether-type`` names (include/uapi/linux/if_ether.h).

@@ -6,6 +6,7 @@ same wherever it is written. Errors are returned as Diagnostics, never raised.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import socket
@@ -55,6 +56,9 @@ MAX_NUMBER_CHARS = 64  # a number written longer is an error (0x + 32 hex digits
 def parse_address(text: str, span: Span, diags: list[Diagnostic]) -> IPNetwork | None:
     """An address or prefix. Host bits under the prefix length are cleared with a warning
     (``192.168.0.79/24`` means ``192.168.0.0/24``, as iptables reads it)."""
+    net = _clean_network(text)
+    if net is not None:
+        return net
     address, _, length = text.partition("/")
     try:
         host = ipaddress.ip_address(address)
@@ -79,6 +83,26 @@ def parse_address(text: str, span: Span, diags: list[Diagnostic]) -> IPNetwork |
             f"`{shorten(text)}` has host bits set; it means `{net}`", span,
             hint=f"write `{net}`, or `{address}` for the single host", code="host-bits"))
     return net
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _clean_network(text: str) -> IPNetwork | None:
+    """``text`` as a network when nothing is to be said about it (a valid address, a
+    prefix length within its bits, no host bits), else None: ``parse_address`` then
+    says why. Cached: an imported ruleset repeats its addresses (a RETURN's negation on
+    every later rule of the chain)."""
+    address, _, length = text.partition("/")
+    if len(length) > MAX_NUMBER_CHARS:
+        return None
+    try:
+        host = ipaddress.ip_address(address)
+    except ValueError:
+        return None
+    bits = int(length) if length else host.max_prefixlen
+    if bits > host.max_prefixlen:
+        return None
+    net = ipaddress.ip_network((host, bits), strict=False)
+    return net if net.network_address == host else None
 
 
 def parse_int(text: str) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pfc.frontend.diagnostics import Diagnostic, Severity, error
 from pfc.frontend.fmt import format_module
@@ -70,16 +71,18 @@ def read_input(path: str | os.PathLike) -> SourceFile:
 
 
 def import_sources(sources: list[SourceFile], fmt: str | None = None,
-                   output_name: str = "imported.pf", root: str | None = None
-                   ) -> ImportResult:
+                   output_name: str = "imported.pf", root: str | None = None,
+                   set_files: bool = False) -> ImportResult:
     """Import ``sources`` (one file; for iptables, a dump and its other family's
     twin). ``root``: where an nft file's absolute includes are read (a copied /etc).
-    ``UnknownFormat`` when the format is not given and cannot be told."""
+    ``set_files``: the policy goes to a file, so large named sets may be set files
+    beside it (``result.set_files``, by name). ``UnknownFormat`` when the format is
+    not given and cannot be told."""
     from pfc.importers.nft.parse import ROOT
     fmt = fmt or detect(sources[0])
     token = ROOT.set(root)
     try:
-        fw, families = _read(sources, fmt)
+        fw, families = _read(sources, fmt, Path(output_name).stem if set_files else None)
     finally:
         ROOT.reset(token)
     absent_interfaces(fw)
@@ -98,13 +101,14 @@ def import_sources(sources: list[SourceFile], fmt: str | None = None,
     return result
 
 
-def _read(sources: list[SourceFile], fmt: str) -> tuple[Firewall, frozenset[int]]:
+def _read(sources: list[SourceFile], fmt: str, set_stem: str | None
+          ) -> tuple[Firewall, frozenset[int]]:
     if fmt == "iptables":
         from pfc.importers.iptables import import_iptables
         return import_iptables(sources)
     if fmt in ("nft", "nft-json"):
         from pfc.importers.nft import import_nft
-        return import_nft(sources, json=fmt == "nft-json")
+        return import_nft(sources, json=fmt == "nft-json", set_stem=set_stem)
     if fmt == "pcap-filter":
         from pfc.importers.pcap import import_pcap
         return import_pcap(sources)
@@ -186,7 +190,7 @@ def _checked(fw: Firewall, families: frozenset[int], name: str
     """Print and check until pfc's checker takes every rule left."""
     for _ in range(MAX_ROUNDS):
         printed = emit(fw, families)
-        compiled = compile_source(SourceFile(name, printed.text))
+        compiled = compile_source(SourceFile(name, printed.text), _set_reader(fw))
         errors = [d for d in compiled.diagnostics if d.severity is Severity.ERROR]
         if not errors:
             return printed, compiled
@@ -196,6 +200,17 @@ def _checked(fw: Firewall, families: frozenset[int], name: str
                             "\n".join(f"{d.span.file}:{_line(compiled, d)}: {d.message}"
                                       for d in errors[:5]) + "\n" + printed.text)
     raise ImportBug("the imported policy did not settle")
+
+
+def _set_reader(fw: Firewall):
+    """The set files the import writes, read from memory by the checker."""
+    files = {path: "".join(x + "\n" for x in lines) for _, path, lines in fw.sets}
+
+    def read(path: Path) -> SourceFile:
+        if path.name not in files:
+            raise FileNotFoundError(2, "not a set file of this import", str(path))
+        return SourceFile(path.name, files[path.name])
+    return read
 
 
 def _line(compiled: Compiled, d: Diagnostic) -> int:

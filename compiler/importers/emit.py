@@ -28,6 +28,9 @@ vlan-id icmp-code dst-type src-type""".split())
 PIN_ANY = {4: "0.0.0.0/0", 6: "::/0"}
 MAX_NAME = 31  # pfc's longest chain name (nft's own limit is longer)
 PROTO_KEYWORD = {"6": "tcp", "17": "udp"}
+ONE_FAMILY_REPLIES = frozenset(f"with {k}" for k in ("host-prohibited", "net-prohibited",
+                                                     "proto-unreachable", "policy-fail",
+                                                     "reject-route"))
 
 
 @dataclass
@@ -149,9 +152,10 @@ def pinned(rule: Rule, reach: frozenset[int]) -> Rule:
     """``rule`` held to its family where other families reach its list and its own
     words do not already hold it (module docstring of ``pfc.importers.families``)."""
     family = rule.family
-    if family is None or reach == {family} or rule.protocol in ("icmp", "icmp6", "ip",
-                                                                "ip6"):
+    if family is None or rule.protocol in ("icmp", "icmp6", "ip", "ip6"):
         return rule
+    if reach == {family} and not any(o in ONE_FAMILY_REPLIES for o in rule.options):
+        return rule  # (a reply of one family needs a rule that says it, reach or not)
     if any(m.field in ("src", "dst") and not m.negated for m in rule.matches):
         return rule
     protocol, _ = _protocol(rule)

@@ -21,7 +21,13 @@ two throw-away network namespaces, for ``pfc verify`` of v2 files and the tests.
   untracked has no connection either, so it is dropped too (callers know: the
   interpreter's reading of the rejected packet says so);
 - ICMP rate limits are off (``icmp_ratelimit``, ``icmp_msgs_per_sec``), so every
-  ``reject`` reply is sent.
+  ``reject`` reply is sent;
+- no connection expires during a run (every ``nf_conntrack_*_timeout`` of the host
+  namespace at least ``CT_TIMEOUT``): the interpreter has no clock, and under load a
+  run outlasts the kernel's shortest ones (TCP CLOSE 10 s, UDP and ICMP 30 s), so a
+  later packet of a connection found expired in one lab and alive in another was
+  ``new`` in one and ``established`` in the other (``pfc verify --against``'s
+  unsteadiness under load: a reject reply or an ICMP error in one lab only).
 
 Ordering: frames are sent from one CPU (``netns.one_cpu``); after each item, a marker
 sent into every port and seen by a tap in the host namespace means the host has
@@ -136,6 +142,7 @@ def _build(lab: HostLab, observe: bool = True) -> None:
             ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
         if observe:
             _observer()
+        _long_conntrack_timeouts()
     with netns.inside(lab.peer_ns):
         with IPRoute() as ipr:
             for name in lab.peers.values():
@@ -179,6 +186,24 @@ def neighbour(lab: HostLab, port: str, address) -> None:
         mac = _mac(lab.host.port(port).peer_mac)
         ipr.neigh("replace", dst=str(address), lladdr=mac, ifindex=index, family=family,
                   state=0x80)  # NUD_PERMANENT
+
+
+CT_TIMEOUT = 3600  # seconds: longer than any run, however loaded the machine
+
+
+def _long_conntrack_timeouts() -> None:
+    """Connection tracking's timeouts in this namespace raised to ``CT_TIMEOUT`` (module
+    docstring); loads nf_conntrack first, whose sysctls exist only once it is in."""
+    with contextlib.suppress(OSError):
+        nftlib.load().Nftables().cmd("table inet pfcct { chain c { ct state new } }; "
+                                     "delete table inet pfcct")
+    base = "/proc/sys/net/netfilter"
+    for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        if name.startswith("nf_conntrack_") and "timeout" in name and "frag" not in name:
+            with open(f"{base}/{name}") as f:
+                value = int(f.read().split()[0])
+            if value < CT_TIMEOUT:
+                _sysctl(f"netfilter/{name}", str(CT_TIMEOUT))
 
 
 def _observer() -> None:

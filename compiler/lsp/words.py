@@ -10,7 +10,9 @@ from pfc.frontend.firewall.hooks import BLOCKS
 V2_ACTIONS = {
     "reject": ("drop, and send a reply: a TCP RST (`with tcp-reset`, `tcp` rules) or an "
                "ICMP/ICMPv6 destination unreachable (`with port-unreachable`, the default; "
-               "`admin-prohibited`, `host-unreachable`, `no-route`)", {"reject"}),
+               "`admin-prohibited`, `host-unreachable`, `no-route`; IPv4 rules: `host-prohibited`, "
+               "`net-prohibited`, `proto-unreachable`; IPv6 rules: `policy-fail`, "
+               "`reject-route`)", {"reject"}),
     "notrack": ("no connection tracking for this packet (`ct state untracked` later); "
                 "goes on with the next rule", {"notrack"}),
     "mark": ("`mark ... to N`: set the packet's mark (32 bits), then go on with the next "
@@ -63,8 +65,9 @@ def value_names(name: str) -> list[str]:
     out = []
     if name in ir.REJECTS:
         codes = ir.REJECTS[name]
-        tail = "a TCP RST" if codes[0] is None else \
-            f"ICMP code {codes[0]}, ICMPv6 code {codes[1]}"
+        tail = "a TCP RST" if codes == (None, None) else ", ".join(
+            f"{family} code {code}" for family, code in zip(("ICMP", "ICMPv6"), codes,
+                                                             strict=True) if code is not None)
         out.append(f"reject reply **{name}** ({tail})")
     if name in ir.CT_STATUSES:
         out.append(f"connection status **{name}** (0x{ir.CT_STATUSES[name]:x})")

@@ -60,7 +60,9 @@ def context_check(match: ir.Match) -> MetaCheck:
 def _context_reader(match: ir.Match):
     if isinstance(match, ir.IfaceMatch):
         names = match.names
-        return ((lambda v, c: c.iif) if match.field == "iif" else (lambda v, c: c.oif),
+        # no input device (the host's own packets after routing) is the name "": no
+        # pattern matches it, a negated one holds (nft's iifname "", iptables' -i)
+        return ((lambda v, c: c.iif or "") if match.field == "iif" else (lambda v, c: c.oif),
                 lambda name: any(iface_matches(p, name) for p in names))
     if isinstance(match, ir.AddrTypeMatch):
         field, types = match.field[:3], frozenset(match.types)

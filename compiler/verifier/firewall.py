@@ -81,11 +81,23 @@ def verify_ruleset(ruleset: Ruleset, target: str | list[str], n: int = 300, seed
     runs = _drive(host, lambda lab: _load(lab, artifacts), Walker(ruleset, host), items, tick)
     for number, (item, journey, seen) in enumerate(runs):
         found = compare(number, journey, seen.captured, seen.delivered, host)
-        if (seen.refused is not None) != (journey.fate == "unrouted" and item.port is None):
-            found.append(Difference(number, "sending", "unrouted" if journey.fate ==
-                                    "unrouted" else "sent", seen.refused or "sent"))
+        if (seen.refused is not None) != _refused(item, journey):
+            found.append(Difference(number, "sending", journey.fate if _refused(item, journey)
+                                    else "sent", seen.refused or "sent"))
         _tally(report, found)
     return report
+
+
+def _refused(item: Item, journey: Journey) -> bool:
+    """Whether the socket that sent ``item`` gets an error: no route (ENETUNREACH), or a
+    drop before the packet left the host (``ip_local_out``'s NF_DROP is EPERM)."""
+    if item.port is not None:
+        return False
+    return journey.fate == "unrouted" or journey.fate in ("dropped", "rejected") and \
+        journey.where in _SENDING_BLOCKS
+
+
+_SENDING_BLOCKS = ("raw output", "nat output", "output", "postrouting", "nat postrouting")
 
 
 def against(ruleset: Ruleset, target: str, load_other: Callable[[], None],

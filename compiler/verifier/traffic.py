@@ -184,11 +184,15 @@ def _local(frame: bytes, host: Host) -> bytes | None:
     non-zero ID (the kernel would choose one for 0: ``raw_send_hdrinc``); None for a
     destination a socket does not simply send to (multicast, broadcast — the limited
     one and each of the host's subnets' —, unspecified, link-local: interface and
-    socket options decide those; a broadcast without SO_BROADCAST is EACCES)."""
+    socket options decide those; a broadcast without SO_BROADCAST is EACCES), and for an
+    IPv4 source 0.0.0.0 (``raw_send_hdrinc`` puts the route's source there)."""
     view = read_frame(frame, skip_tag=False)
     if view.version is None or view.l3 != ETH_HLEN:
         return None
     dst = ip_field(view, "dst")
+    src = ip_field(view, "src")
+    if src is None or (src.version == 4 and src.is_unspecified):
+        return None
     if dst is None or dst.is_multicast or dst.is_unspecified or dst.is_link_local or \
             dst == ipaddress.IPv4Address("255.255.255.255") or dst.is_reserved or \
             host.is_broadcast(dst):

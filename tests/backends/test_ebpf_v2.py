@@ -168,7 +168,9 @@ def reject_frames() -> list[bytes]:
 def test_reject_sends_what_nft_netdev_sends(hook: str, kind: str) -> None:
     """``reject with KIND`` on every kind of frame: the reply is ingress_frame's bytes
     (or none, and the frame is dropped); the counters agree."""
-    proto = "tcp" if kind == "tcp-reset" else "all"
+    codes = ir.REJECTS[kind]
+    proto = "tcp" if kind == "tcp-reset" else "all" if None not in codes else \
+        "ip" if codes[0] is not None else "ip6"  # a reply of one family: that family's
     policy = block([rule("count", proto), rule(ir.Reject(kind), proto)])
     art = compiled(policy, hook)
     with v2judge.devices() as index:

@@ -86,11 +86,13 @@ class Rules:
     def rule(self, action: ir.Action, fields: tuple[str, ...], rng: random.Random,
              limit: ir.Limit | None = None) -> ir.Rule:
         """A rule on ``fields``; its protocol: ICMP for ``icmp-code``, else any of
-        all/ip/ip6/tcp/udp (a reset needs tcp)."""
+        all/ip/ip6/tcp/udp (a reset needs tcp, a reply of one family that family)."""
         if "icmp-code" in fields:
             proto = rng.choice(("icmp", "icmp6"))
         elif isinstance(action, ir.Reject) and action.kind == "tcp-reset":
             proto = "tcp"
+        elif isinstance(action, ir.Reject) and None in ir.REJECTS[action.kind]:
+            proto = "ip" if ir.REJECTS[action.kind][0] is not None else "ip6"  # one family's
         else:
             proto = rng.choice(("all", "all", "ip", "ip6", "tcp", "udp"))
         number, family = ir.PROTOCOLS[proto]

@@ -111,6 +111,9 @@ def test_merged_v2_integer_fields_and_refused_repeats() -> None:
     ("reject", ir.Reject("port-unreachable")),
     ("reject tcp with tcp-reset", ir.Reject("tcp-reset")),
     ("reject with no-route", ir.Reject("no-route")),
+    ("reject ip with host-prohibited", ir.Reject("host-prohibited")),
+    ("reject tcp src 10.0.0.0/8 with net-prohibited", ir.Reject("net-prohibited")),
+    ("reject ip6 with policy-fail", ir.Reject("policy-fail")),
     ("mark tcp dport 22 to 0x10", ir.Mark(16)),
     ("notrack udp", ir.Notrack()),
 ])
@@ -121,6 +124,17 @@ def test_filter_actions(text: str, action) -> None:
     got = rule(block, text).action
     assert type(got) is type(action) and {k: v for k, v in vars(got).items() if k != "span"} \
         == {k: v for k, v in vars(action).items() if k != "span"}
+
+
+def test_a_reply_of_one_family_needs_a_rule_of_that_family() -> None:
+    assert rule("input", "reject udp dst 192.0.2.1 with proto-unreachable").family \
+        is ir.Family.IP4
+    for text in ("reject with host-prohibited", "reject tcp with net-prohibited",
+                 "reject ip with reject-route", "reject src 10.0.0.0/8 with policy-fail"):
+        [message] = errors(f"input {{\n    {text}\n}}\n")
+        assert "needs a rule for IPv" in message, text
+    [message] = errors("input {\n    reject ip with icmp-host-prohibited\n}\n")
+    assert message.startswith("`icmp-host-prohibited` is not a reject reply")
 
 
 @pytest.mark.parametrize("block,text,kind,address,port,family", [
@@ -295,3 +309,11 @@ def test_an_interface_no_line_declares_is_a_warning() -> None:
     assert [(d.severity, d.message) for d in compiled.diagnostics][:1] == [
         ("warning", "`eht0` is not an interface of this file")]
     assert sum(d.code == "unknown-interface" for d in compiled.diagnostics) == 1
+
+
+def test_iif_after_routing() -> None:
+    """A forwarded packet's input device in postrouting (nft's iifname there)."""
+    assert rule("postrouting", "drop !iif eth1").matches[0].field == "iif"
+    assert rule("nat postrouting", "masquerade iif eth1 oif eth0").action.kind == "masquerade"
+    [message] = errors("output {\n    pass iif lo\n}\n")
+    assert message.startswith("`iif` is not allowed in block `output`")

@@ -1,24 +1,24 @@
 """Mutated rulesets through ``pfc import``: no input may make it fail (an exception, a
 checker error on its own output), whatever the bytes. Seeds: the real rulesets of the
-corpus (iptables and nft), nft's JSON dumps, pcap-filter expressions; mutations: lines
+corpus (iptables and nft), nft's JSON dumps, netfilter's own test files (nft's shell
+dumps, iptables' ``extensions/*.t`` rules as dumps), pcap-filter expressions; mutations: lines
 dropped, doubled, swapped or cut, bytes flipped, tokens of every format spliced in,
 numbers made huge, text cut anywhere.
 
-``python -m tests.importers.fuzzing --inputs 10000`` runs the long campaign the docs
-cite; tests/importers/test_fuzz.py a short one.
+benchmarks/import_fuzz.py runs the long campaign (10,000 inputs) the docs cite;
+tests/importers/test_fuzz.py a short one (1,000).
 """
 
 from __future__ import annotations
 
-import argparse
 import random
-import time
 from collections import Counter
 from pathlib import Path
 
 from pfc.frontend.source import SourceFile
 from pfc.importers.detect import UnknownFormat
 from pfc.importers.driver import import_sources
+from tests.importers.corpus import iptables_t_cases, iptables_t_dump, nft_dumps
 
 TOKENS = ["-A", "-j", "ACCEPT", "DROP", "RETURN", "-m", "state", "--state", "NEW,BOGUS",
           "!", "-s", "10.0.0.0/33", "::1", "-p", "tcp", "--dport", "70000", "1:2:3",
@@ -43,6 +43,10 @@ def seeds(corpus: Path) -> list[tuple[str, str]]:
     for path in sorted((corpus / "nftables").glob("tests/shell/testcases/**/dumps/*.json-nft"
                                                    ))[:40]:
         out.append(("nft-json", path.read_text(errors="replace")))
+    # netfilter's own test files: every 8th nft dump, every 16th iptables .t rule
+    out += [("nft", p.read_text(errors="replace")) for p in nft_dumps()[::8]]
+    out += [("iptables", iptables_t_dump(*case[1:]))
+            for case in list(iptables_t_cases())[::16]]
     out += [("pcap-filter", e) for e in ("tcp port 80 and not src net 10/8",
                                          "ip and (udp portrange 1-100 or icmp)",
                                          "ether src 1:2:3:4:5:6 or not arp")]
@@ -119,21 +123,3 @@ def run(corpus: Path, inputs: int, seed: int = 0, keep: Path | None = None) -> C
             continue
         seen["complete" if result.complete else "refused"] += 1
     return seen
-
-
-def main() -> None:
-    from tests.importers.corpus import CORPUS
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--inputs", type=int, default=10_000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--keep", type=Path, help="write crashing inputs here")
-    args = parser.parse_args()
-    start = time.process_time()
-    seen = run(CORPUS, args.inputs, args.seed, args.keep)
-    for key, count in sorted(seen.items()):
-        print(f"{count:>7}  {key}")
-    print(f"CPU {time.process_time() - start:.1f} s")
-
-
-if __name__ == "__main__":
-    main()

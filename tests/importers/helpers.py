@@ -7,8 +7,9 @@ from pfc.importers.driver import ImportResult, import_sources
 
 
 def imported(*texts: str, fmt: str | None = "iptables",
-             names: tuple[str, ...] = ("rules.v4", "rules.v6")) -> ImportResult:
-    return import_sources([SourceFile(n, t) for n, t in zip(names, texts, strict=False)], fmt)
+             names: tuple[str, ...] = ("rules.v4", "rules.v6"), **options) -> ImportResult:
+    return import_sources([SourceFile(n, t) for n, t in zip(names, texts, strict=False)], fmt,
+                          **options)
 
 
 def body(result: ImportResult) -> list[str]:

@@ -16,7 +16,7 @@ GOOD = dump("-A INPUT -i lo -j ACCEPT", "-A INPUT -p tcp --dport 22 -j ACCEPT",
             policy="DROP")
 BAD = dump("-A INPUT -i lo -j ACCEPT", "-A INPUT -m recent --set --name x",
            "-A INPUT -m recent --rcheck --name x -j DROP",
-           "-A INPUT -j REJECT --reject-with icmp-host-prohibited", policy="DROP")
+           "-A INPUT -p tcp -j TCPMSS --set-mss 1400", policy="DROP")
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def test_refusals_are_listed_by_reason_and_nothing_is_written(files, capsys, tmp
     assert "rules.v4:7:10: error: cannot import: -m recent" in err  # the first, with a caret
     assert "rules.v4:8:10: cannot import: -m recent" in err  # the others, one line each
     assert "pfc import: 3 rules cannot be imported (2 reasons):" in err
-    assert "      2  -m recent:" in err and "      1  --reject-with icmp-host-prohibited" in err
+    assert "      2  -m recent:" in err and "      1  -j TCPMSS:" in err
 
 
 def test_partial_writes_the_policy_with_the_refused_rules_marked(files, capsys, tmp_path):
@@ -144,3 +144,17 @@ def test_an_nft_file_with_its_include_under_root_and_a_flowtable(files, capsys, 
     assert "pass tcp src { 10.0.0.0/8, 192.168.0.0/16 } dport $web  # main.nft:9: " \
            "web from the LAN" in text  # the person's comment carried over
     assert main(["fmt", "--check", str(out)]) == 0
+
+
+def test_a_large_named_set_is_written_beside_the_policy(files, capsys, tmp_path):
+    from pfc.importers.nft import LARGE_SET
+    elements = ", ".join(f"10.{i // 256}.{i % 256}.0/24" for i in range(LARGE_SET + 1))
+    ruleset = files("rules.nft", "table inet t {\n  set blocked { type ipv4_addr; flags "
+                    f"interval; elements = {{ {elements} }} }}\n  chain c {{\n    type "
+                    "filter hook input priority 0; policy accept;\n    ip saddr @blocked "
+                    "drop\n  }\n}\n")
+    out = tmp_path / "fw.pf"
+    assert main(["import", ruleset, "-o", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().err
+    assert (tmp_path / "fw.blocked.set").read_text().count("\n") == LARGE_SET + 2
+    assert main(["check", str(out)]) == 0

@@ -39,12 +39,11 @@ def test_the_result_is_formatted_and_checked():
 
 def test_a_refusal_names_the_words_at_their_line_and_column():
     r = imported(dump("-A INPUT -p tcp -m recent --set --name x -j DROP",
-                      "-A INPUT -j REJECT --reject-with icmp-host-prohibited"))
+                      "-A INPUT -p tcp -j TCPMSS --set-mss 1400"))
     assert not r.complete
     where = [(r.sources["rules.v4"].position(d.span.start), d.span.end - d.span.start)
              for d in r.refusals]
-    assert where == [((6, 17), len("-m recent")), ((7, 20), len("--reject-with "
-                                                                "icmp-host-prohibited"))]
+    assert where == [((6, 17), len("-m recent")), ((7, 17), len("-j TCPMSS"))]
     assert reasons(r)[0].startswith("-m recent:")
     assert "# rules.v4:6: -m recent" in r.text  # kept, as a comment, in its place
 
@@ -215,3 +214,29 @@ def test_the_header_says_the_family_in_every_flavour(header, family):
     as the legacy one does: an ip6tables-nft dump is IPv6 (it was read as IPv4)."""
     r = imported(dump("-A INPUT -p tcp --dport 22 -j ACCEPT", header=header, policy="DROP"))
     assert body(r)[2] == f"pass {family}", body(r)
+
+
+def test_the_replies_of_one_family_keep_their_code_and_family():
+    """Red Hat's default dumps end in `REJECT --reject-with icmp-host-prohibited`; the
+    reply is ICMP's alone, so the rule says IPv4 even where no IPv6 reaches it."""
+    r = imported(dump("-A INPUT -p tcp -j REJECT --reject-with icmp-host-prohibited",
+                      "-A INPUT -s 10.0.0.0/8 -j REJECT --reject-with icmp-net-prohibited",
+                      "-A INPUT -j REJECT --reject-with icmp-proto-unreachable"))
+    assert r.complete, reasons(r)
+    assert body(r)[3:6] == ["reject tcp src 0.0.0.0/0 with host-prohibited",
+                            "reject src 10.0.0.0/8 with net-prohibited",
+                            "reject ip with proto-unreachable"]
+    r6 = imported(dump("-A INPUT -j REJECT --reject-with icmp6-policy-fail",
+                       "-A INPUT -p udp -j REJECT --reject-with reject-route", header=V6))
+    assert r6.complete, reasons(r6)
+    assert body(r6)[3:5] == ["reject ip6 with policy-fail",
+                             "reject udp src ::/0 with reject-route"]
+
+
+def test_a_long_option_may_be_a_unique_prefix_as_getopt_reads_it():
+    r = imported(dump("-A PREROUTING -p tcp --dport 443 -j REDIRECT --to-port 9443",
+                      "-A PREROUTING -p tcp --dport 80 -j REDIRECT --to 9080", table="nat"))
+    assert r.complete, reasons(r)
+    assert body(r)[2:4] == ["redirect tcp dport 443 to :9443", "redirect tcp dport 80 to :9080"]
+    r = imported(dump("-A PREROUTING -p tcp -j REDIRECT --random", table="nat"))
+    assert reasons(r) == ["REDIRECT without one --to-ports port (pfc redirects to a port)"]

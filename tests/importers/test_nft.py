@@ -127,7 +127,7 @@ def test_chain_bindings_and_unreachable_chains():
     ("ct status == dnat accept", "ct status compared whole"),
     ("ct status dnat,snat counter", "`count` on parts that may hold together"),
     ("ip saddr 10.0.0.1 ct mark set 1", "`ct mark set`: pfc sets only the packet's mark"),
-    ("reject with icmp host-prohibited", "reject with icmp host-prohibited"),
+    ("reject with icmp type 7", "reject with icmp type 7"),
     ("meta mark set (meta mark | 0x10) accept", "expected `)`"),
 ])
 def test_refusals_say_why(rule, reason):
@@ -212,3 +212,28 @@ def test_a_device_the_hook_has_none_of():
     assert "pass oif lo" in lines
     assert not any(line.startswith("pass") and "iif" in line for line in lines)
     assert not any(line.startswith("pass oif x") for line in lines)
+
+
+def test_icmp_replies_of_one_family_are_that_family_rules():
+    r = nft(chain("tcp dport 22 reject with icmp type host-prohibited",
+                  "reject with icmpv6 type policy-fail", "reject with icmp 9"))
+    assert r.complete, reasons(r)
+    assert body(r)[2:5] == ["reject tcp src 0.0.0.0/0 dport 22 with host-prohibited",
+                            "reject ip6 with policy-fail", "reject ip with net-prohibited"]
+
+
+def test_a_large_named_set_is_a_set_file_beside_the_policy():
+    from pfc.importers.nft import LARGE_SET
+    elements = ", ".join(f"10.{i // 256}.{i % 256}.0/24" for i in range(LARGE_SET + 1))
+    text = chain("ip saddr @blocked drop", "tcp dport 22 accept").replace(
+        "  chain c {", f"  set blocked {{ type ipv4_addr; flags interval; elements = "
+        f"{{ {elements} }} }}\n  chain c {{")
+    to_file = imported(text, fmt="nft", names=("rules.nft",), set_files=True,
+                       output_name="out.pf")
+    assert to_file.complete, reasons(to_file)
+    assert 'set blocked = file "out.blocked.set"' in to_file.text
+    lines = to_file.set_files["out.blocked.set"].splitlines()
+    assert lines[0] == "# nft set @blocked of rules.nft" and len(lines) == LARGE_SET + 2
+    assert "drop src $blocked" in body(to_file)
+    to_stdout = nft(text)  # no file beside it: a define
+    assert to_stdout.set_files == {} and "define blocked = { 10.0.0.0/24," in to_stdout.text

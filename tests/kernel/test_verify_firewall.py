@@ -13,7 +13,7 @@ import ipaddress
 import pytest
 
 from pfc.frontend import ir
-from pfc.frontend.pipeline import compile_path
+from pfc.frontend.pipeline import compile_path, compile_text
 from pfc.kernel.netns import missing_privileges
 from pfc.verifier import firewall as fwv
 from pfc.verifier import traffic
@@ -73,6 +73,54 @@ def test_a_host_with_ipv6_agrees_with_the_path_interpreter(target):
     report = fwv.verify_ruleset(host_firewall(), target, n=400, seed=1)
     assert report.items > 300
     assert report.ok, "\n".join(d.describe() for d in report.differences[:5])
+
+
+@pytest.mark.parametrize("target", ["nft", "iptables"])
+def test_the_replies_of_one_family_agree_with_the_path_interpreter(target):
+    """iptables' icmp-host-prohibited ... and ip6tables' icmp6-policy-fail ... (ICMP
+    codes 10, 9, 2; ICMPv6 codes 5, 6) as the kernel sends them."""
+    rs = ruleset({"input": [rule(ir.Reject("host-prohibited"), "tcp", src="0.0.0.0/0"),
+                            rule(ir.Reject("net-prohibited"), "udp", src="0.0.0.0/0"),
+                            rule(ir.Reject("proto-unreachable"), "ip"),
+                            rule(ir.Reject("policy-fail"), "tcp", src="::/0"),
+                            rule(ir.Reject("reject-route"), "ip6")],
+                  "output": []},
+                 interfaces=[("eth0", ["198.51.100.10/24", "2001:db8:1::10/64"],
+                              "198.51.100.1")])
+    report = fwv.verify_ruleset(rs, target, n=200, seed=3)
+    assert report.items > 150
+    assert report.ok, "\n".join(d.describe() for d in report.differences[:5])
+
+
+def test_iif_after_routing_agrees_with_nft():
+    """``iif`` in postrouting: a forwarded packet's input device; the host's own packets
+    have none (``!iif`` holds on them, as nft's ``iifname != "eth1"``)."""
+    text = ("interface eth0 address 198.51.100.10/24 gateway 198.51.100.1\n"
+            "interface eth1 address 10.0.0.1/24\n"
+            "forward {\n    default pass\n}\n"
+            "postrouting {\n    drop udp !iif eth1\n    drop tcp iif eth1 oif eth0 dport 80\n}\n"
+            "nat postrouting {\n    masquerade iif eth1 oif eth0\n}\n")
+    compiled = compile_text(text, "post.pf")
+    assert compiled.ok, [d.message for d in compiled.diagnostics]
+    report = fwv.verify_ruleset(compiled.ruleset, "nft", n=300, seed=2)
+    assert report.items > 250
+    assert report.ok, "\n".join(d.describe() for d in report.differences[:5])
+
+
+def test_no_connection_expires_in_a_lab_run():
+    """The interpreter has no clock: a lab whose run outlasts the kernel's 10 s (TCP
+    CLOSE) or 30 s (UDP, ICMP) timeouts, as runs do on a loaded machine, would find a
+    connection expired that the interpreter still has (hostlab's docstring)."""
+    from pathlib import Path
+
+    from pfc.kernel import hostlab, netns
+    from pfc.oracle.path.host import host_of
+    with hostlab.host_lab(host_of(host_firewall()), observe=False) as lab, \
+            netns.inside(lab.host_ns):
+        found = {f.name: int(f.read_text()) for f in Path("/proc/sys/net/netfilter").glob(
+            "nf_conntrack_*timeout*") if "frag" not in f.name}
+    assert "nf_conntrack_udp_timeout" in found and "nf_conntrack_tcp_timeout_close" in found
+    assert {k: v for k, v in found.items() if v < hostlab.CT_TIMEOUT} == {}
 
 
 def test_the_built_router_is_the_example():

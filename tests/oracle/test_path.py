@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ipaddress
 
+import pytest
+
 from pfc.frontend import ir
 from pfc.oracle import framebuild as fb
 from pfc.oracle.packets import read_frame
@@ -128,6 +130,41 @@ def test_icmp_unreachable_quotes_the_packet():
     assert packet[9] == 1 and packet[20] == 3 and packet[21] == 13
     assert packet[28:] == frame[14:]
     assert packet[12:16] == A("192.0.2.10").packed
+
+
+@pytest.mark.parametrize("kind,proto,address,code", [
+    ("host-prohibited", "ip", "192.0.2.99", 10), ("net-prohibited", "ip", "192.0.2.99", 9),
+    ("proto-unreachable", "ip", "192.0.2.99", 2), ("policy-fail", "ip6", "2001:db8::99", 5),
+    ("reject-route", "ip6", "2001:db8::99", 6)])
+def test_a_reply_of_one_family_has_its_code(kind, proto, address, code):
+    rs = ruleset({"input": [rule(ir.Reject(kind), proto)]},
+                 interfaces=[("eth0", ["192.0.2.10/24", "2001:db8::10/64"], None)])
+    if proto == "ip":
+        frame = eth_tcp(address, "192.0.2.10", 3333, 25, SYN)
+    else:
+        s, d = A(address).packed, A("2001:db8::10").packed
+        frame = fb.ethernet(bytes(6), bytes((2, 9, 9, 9, 9, 9)), 0x86DD,
+                            fb.ipv6(s, d, 6, fb.tcp(s, d, 3333, 25, SYN, b"")))
+    [answer] = Walker(rs).receive(frame, "eth0").replies
+    packet = answer.frame[14:]
+    at = 20 if proto == "ip" else 40
+    assert packet[at:at + 2] == bytes((3 if proto == "ip" else 1, code))
+
+
+def test_no_icmp_reply_to_a_broadcast_nor_from_loopback_out_of_another_device():
+    """icmp_send answers no packet for a broadcast address; a packet the host sent to
+    127.0.0.3 from a foreign source would be answered from 127.0.0.3, which routing
+    does not let out of eth0 (measured on Linux 6.18 by test_verify_firewall)."""
+    rs = ruleset({"input": [rule(ir.Reject("admin-prohibited"), "tcp")]},
+                 interfaces=[("eth0", ["192.0.2.10/24"], "192.0.2.1")])
+    walker = Walker(rs)
+    for dst in ("255.255.255.255", "192.0.2.255"):
+        j = walker.receive(eth_tcp("192.0.2.99", dst, 3333, 25, SYN), "eth0")
+        assert (j.fate, j.replies) == ("rejected", []), dst
+    j = walker.receive(eth_tcp("192.0.2.99", "192.0.2.10", 3333, 25, SYN), "eth0")
+    assert j.fate == "rejected" and len(j.replies) == 1
+    j = walker.send(eth_tcp("203.0.113.9", "127.0.0.3", 3333, 25, SYN)[14:])
+    assert (j.fate, j.where, j.replies) == ("rejected", "input", [])
 
 
 def test_no_reply_to_a_reset():

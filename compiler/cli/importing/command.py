@@ -74,7 +74,8 @@ def _import(args: argparse.Namespace):
     name = Path(args.output).name if args.output and args.output != STDIO else \
         "imported.pf"
     try:
-        return import_sources(sources, args.fmt, output_name=name, root=args.root)
+        return import_sources(sources, args.fmt, output_name=name, root=args.root,
+                              set_files=args.output not in (None, STDIO))
     except UnknownFormat as exc:
         raise UsageError(shown(str(exc))) from exc
 

@@ -22,9 +22,10 @@ V2_ACTIONS = frozenset(("reject", "notrack", "mark", "dnat", "snat", "masquerade
 MARK_MAX = 0xFFFFFFFF
 # What other firewalls call the reject replies (iptables --reject-with, nft icmp/icmpx).
 REJECT_ALIASES = {"net-unreachable": "no-route", "tcp-rst": "tcp-reset",
-                  "adm-prohibited": "admin-prohibited", "host-prohib": "admin-prohibited",
-                  "host-prohibited": "admin-prohibited", "net-prohibited": "admin-prohibited",
-                  "addr-unreachable": "host-unreachable", "noroute": "no-route"}
+                  "adm-prohibited": "admin-prohibited", "host-prohib": "host-prohibited",
+                  "net-prohib": "net-prohibited", "prot-unreachable": "proto-unreachable",
+                  "proto-unreach": "proto-unreachable", "addr-unreachable": "host-unreachable",
+                  "noroute": "no-route"}
 
 Resolve = Callable[[object], "list[Atom] | None"]
 
@@ -60,8 +61,28 @@ def _reject_hint(kind: str) -> str | None:
         bare = bare.removeprefix(prefix)
     bare = REJECT_ALIASES.get(bare, bare)
     if bare in ir.REJECTS and bare != kind:
-        return f"write `with {bare}` (one word for ICMP and ICMPv6)"
+        both = None not in ir.REJECTS[bare]
+        return f"write `with {bare}`" + (" (one word for ICMP and ICMPv6)" if both else "")
     return suggest(kind, ir.REJECTS)
+
+
+def reject_family(action: ir.Reject, node: RuleNode, versions: set[int], any_frame: bool,
+                  diags: list[Diagnostic]) -> None:
+    """A reply of one family only (``host-prohibited``: ICMP; ``policy-fail``: ICMPv6)
+    needs a rule that holds for that family only: it is not narrowed to it in silence."""
+    codes = ir.REJECTS[action.kind]
+    if action.kind == "tcp-reset" or None not in codes:
+        return
+    version = 4 if codes[0] is not None else 6
+    if any_frame or versions != {version}:
+        word = "ip" if version == 4 else "ip6"
+        value = node.reject_with[0].value
+        diags.append(error(f"`with {action.kind}` is an ICMP{'v6' if version == 6 else ''} "
+                           f"reply: it needs a rule for IPv{version} packets only",
+                           value.span, code="family-conflict",
+                           hint=f"write `reject {word} ... with {action.kind}` (or an "
+                           f"IPv{version} address); a reply for both families: "
+                           "`with admin-prohibited`"))
 
 
 def mark(node: RuleNode, resolve: Resolve, diags: list[Diagnostic]) -> ir.Mark | None:

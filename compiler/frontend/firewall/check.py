@@ -302,6 +302,8 @@ class FirewallChecker(Checker):
         if isinstance(action, ir.Nat) and action.address is not None:
             fam.constrain_to(action.address.version, node.target.address.span,
                              f"the `{action.kind}` target")
+        elif isinstance(action, ir.Reject) and node.reject_with:
+            actions.reject_family(action, node, fam.versions, fam.any, self.diags)
         else:
             super()._target_family(action, node, fam)
 

@@ -83,10 +83,14 @@ BLOCKS: dict[str, Block] = {b.name: b for b in (
           _nat({"dnat", "redirect"}), "the first packet of each connection sent here"),
     Block("output", "output", "filter", 0, _ALWAYS | _IP_META | _OUT | _CT, _QUEUE,
           "packets this host sends"),
-    Block("postrouting", "postrouting", "filter", -150, _ALWAYS | _IP_META | _OUT | _CT,
-          _FILTER, "sent and forwarded packets, before SNAT"),
-    Block("nat postrouting", "postrouting", "nat", 100, _ALWAYS | _IP_META | _OUT | _CT,
-          _nat({"snat", "masquerade"}), "the first packet of each connection leaving"),
+    # iif after routing: a forwarded packet's input device; the host's own packets have
+    # none (`iif X` does not hold, `!iif X` does: nft's iif 0, iifname "")
+    Block("postrouting", "postrouting", "filter", -150,
+          _ALWAYS | _IP_META | _IN | _OUT | _CT, _FILTER,
+          "sent and forwarded packets, before SNAT"),
+    Block("nat postrouting", "postrouting", "nat", 100,
+          _ALWAYS | _IP_META | _IN | _OUT | _CT, _nat({"snat", "masquerade"}),
+          "the first packet of each connection leaving"),
     Block("egress", "egress", "device", None,
           _ALWAYS | _OUT | _ETHER | {"ether-type", "vlan-id"}, _FILTER,
           "every frame a device sends, after SNAT"),

@@ -62,7 +62,8 @@ def dash_hint(before: str, after: str) -> str | None:
     if option == "reject-with":
         reply = arg.lower().removeprefix("icmp6-").removeprefix("icmp-") or "port-unreachable"
         reply = {"net-unreachable": "no-route", "tcp-rst": "tcp-reset",
-                 "adm-prohibited": "admin-prohibited"}.get(reply, reply)
+                 "adm-prohibited": "admin-prohibited", "addr-unreachable": "host-unreachable",
+                 "proto-unreachable": "proto-unreachable"}.get(reply, reply)
         return f"iptables' `--reject-with {arg}` is `reject ... with {reply}` in pfc"
     return _DASH_HINTS.get(option)
 

@@ -20,12 +20,17 @@ REJECTS = {
         "icmp-host-unreachable": "host-unreachable", "host-unreach": "host-unreachable",
         "icmp-port-unreachable": "port-unreachable", "port-unreach": "port-unreachable",
         "icmp-admin-prohibited": "admin-prohibited", "admin-prohib": "admin-prohibited",
-        "tcp-reset": "tcp-reset", "tcp-rst": "tcp-reset"},
+        "tcp-reset": "tcp-reset", "tcp-rst": "tcp-reset",
+        "icmp-host-prohibited": "host-prohibited", "host-prohib": "host-prohibited",
+        "icmp-net-prohibited": "net-prohibited", "net-prohib": "net-prohibited",
+        "icmp-proto-unreachable": "proto-unreachable", "proto-unreach": "proto-unreachable"},
     6: {"icmp6-no-route": "no-route", "no-route": "no-route",
         "icmp6-adm-prohibited": "admin-prohibited", "adm-prohibited": "admin-prohibited",
         "icmp6-addr-unreachable": "host-unreachable", "addr-unreach": "host-unreachable",
         "icmp6-port-unreachable": "port-unreachable", "port-unreach": "port-unreachable",
-        "tcp-reset": "tcp-reset", "tcp-rst": "tcp-reset"},
+        "tcp-reset": "tcp-reset", "tcp-rst": "tcp-reset",
+        "icmp6-policy-fail": "policy-fail", "policy-fail": "policy-fail",
+        "icmp6-reject-route": "reject-route", "reject-route": "reject-route"},
 }
 REFUSED = {
     "TCPMSS": "pfc does not rewrite TCP options (MSS clamping)",
@@ -135,9 +140,8 @@ def _reject(t: Module, m: Converted, family: int, remarks: list[Remark]) -> Acti
     word = opt.value if opt is not None else "port-unreach"
     kind = REJECTS[family].get(word)
     if kind is None:
-        raise Refuse(f"--reject-with {word}: pfc's replies are tcp-reset, "
-                     "port-unreachable, admin-prohibited, host-unreachable and no-route",
-                     opt.span if opt else t.span)
+        raise Refuse(f"--reject-with {word}: not a reply of ip{'6' if family == 6 else ''}"
+                     "tables' REJECT", opt.span if opt else t.span)
     if kind == "tcp-reset" and m.protocol != "tcp":
         raise Refuse("--reject-with tcp-reset on a rule that is not `-p tcp`",
                      opt.span if opt else t.span)
@@ -238,8 +242,18 @@ def _masquerade(t: Module, m: Converted, family: int, remarks: list[Remark]) -> 
     return Action("masquerade")
 
 
+REDIRECT_OPTIONS = ("--to-ports", "--random")  # libxt_REDIRECT's long options
+
+
+def _long(t: Module, full: str, options: tuple[str, ...]) -> Opt | None:
+    """``full`` as getopt_long reads it: written whole or as a prefix no other option
+    of the module has (``--to-port 8080`` is ``--to-ports 8080``)."""
+    return next((o for o in t.opts if len(o.name) > 2 and full.startswith(o.name)
+                 and sum(x.startswith(o.name) for x in options) == 1), None)
+
+
 def _redirect(t: Module, m: Converted, family: int, remarks: list[Remark]) -> Action:
-    opt = t.get("--to-ports")
+    opt = _long(t, "--to-ports", REDIRECT_OPTIONS)
     if opt is None or len(t.opts) != 1 or "-" in opt.value or not (
             opt.value.isascii() and opt.value.isdigit()):
         raise Refuse("REDIRECT without one --to-ports port (pfc redirects to a port)",

@@ -28,11 +28,14 @@ REJECTS = {
     "icmp": {"port-unreachable": "port-unreachable", "admin-prohibited": "admin-prohibited",
              "host-unreachable": "host-unreachable", "net-unreachable": "no-route",
              "3": "port-unreachable", "13": "admin-prohibited", "1": "host-unreachable",
-             "0": "no-route"},
+             "0": "no-route", "prot-unreachable": "proto-unreachable",
+             "net-prohibited": "net-prohibited", "host-prohibited": "host-prohibited",
+             "2": "proto-unreachable", "9": "net-prohibited", "10": "host-prohibited"},
     "icmpv6": {"port-unreachable": "port-unreachable", "admin-prohibited": "admin-prohibited",
                "addr-unreachable": "host-unreachable", "no-route": "no-route",
                "4": "port-unreachable", "1": "admin-prohibited", "3": "host-unreachable",
-               "0": "no-route"},
+               "0": "no-route", "policy-fail": "policy-fail", "reject-route": "reject-route",
+               "5": "policy-fail", "6": "reject-route"},
 }
 REJECTS["icmp6"] = REJECTS["icmpv6"]
 REFUSED = {
@@ -292,8 +295,9 @@ def _reject(stmt: Stmt, ctx: Context):
     code = words[-1] if len(words) > 1 else ""
     if names is None or code not in names:
         raise Refuse(f"reject with {' '.join(words)}: pfc's replies are tcp-reset, "
-                     "port-unreachable, admin-prohibited, host-unreachable and no-route",
-                     stmt.span)
+                     "port-unreachable, admin-prohibited, host-unreachable, no-route, "
+                     "IPv4's host-prohibited, net-prohibited, proto-unreachable and IPv6's "
+                     "policy-fail, reject-route", stmt.span)
     extra = () if kind == "icmpx" else (Match("family", ("4" if kind == "icmp" else "6",)),)
     reply = names[code]
     return "reject", () if reply == "port-unreachable" else (f"with {reply}",), None, \

@@ -305,12 +305,20 @@ class Walker:
 
     def _icmp_source(self, pkt: _Packet, view):
         """icmp_send's source: the rejected packet's destination when it is the host's,
-        else the address of the interface the reply leaves by."""
+        else the address of the interface the reply leaves by. None: no reply (a
+        loopback source cannot leave by another device: ``__mkroute_output``'s -EINVAL,
+        as for a packet a local socket sent to 127.0.0.3 from a foreign source; and none
+        to a packet for a broadcast or multicast address: icmp_send's RTCF_BROADCAST /
+        RTCF_MULTICAST test)."""
         dst = _address(pkt.frame, "dst", view.l3)
-        if self.host.is_local(dst):
-            return dst
         src = _address(pkt.frame, "src", view.l3)
+        if dst.version == 4 and (dst.is_multicast or self.host.is_broadcast(dst)):
+            return None
         route = self.host.route(src)
+        if self.host.is_local(dst):
+            if dst.is_loopback and route.port is not None and route.port.name != "lo":
+                return None
+            return dst
         return self.host.source_for(route.port, src) if route.port is not None else None
 
     def _end(self, pkt: _Packet, fate: str, passed: bool = True) -> Journey:

@@ -1,15 +1,23 @@
-"""How long ``pfc import`` takes on a 5,000-rule iptables-save dump (CPU seconds; the
-docs cite it): ``python -m tests.importers.timing``. A dump of the shapes real servers
-have (addresses, ports, multiport, conntrack states, comments, user chains, RETURNs)
-and, when the corpus is there, the largest real one (8,453 rules)."""
+"""How long ``pfc import`` takes on a 5,000-rule iptables-save dump (issue 26: at most
+5 s; docs/import.md "Speed" cites it): ``.venv/bin/python benchmarks/import_speed.py``.
+A dump of the shapes real servers have (addresses, ports, multiport, conntrack states,
+reject replies of both kinds, comments, user chains, RETURNs), and each real ruleset of
+the corpus over 1,000 rules. Printed: rules, whether the import is complete, CPU and
+wall seconds, and the load average the run had (the machine is shared)."""
 
 from __future__ import annotations
 
+import os
 import random
+import sys
 import time
+from pathlib import Path
 
-from pfc.frontend.source import SourceFile
-from pfc.importers.driver import import_sources
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pfc.frontend.source import SourceFile  # noqa: E402
+from pfc.importers.driver import import_sources  # noqa: E402
 
 
 def dump(n: int = 5000, seed: int = 0) -> str:
@@ -34,25 +42,28 @@ def dump(n: int = 5000, seed: int = 0) -> str:
             ports = ",".join(str(rng.randrange(1, 65535)) for _ in range(3))
             lines.append(f"-A {chain} -p udp -m multiport --dports {ports} -j ACCEPT")
         elif shape == 3:
+            reply = "icmp-port-unreachable" if i % 2 else "icmp-host-prohibited"
             lines.append(f"-A {chain} -d {net} -m conntrack --ctstate NEW -j REJECT "
-                         "--reject-with icmp-port-unreachable")
+                         f"--reject-with {reply}")
         else:
             lines.append(f"-A {chain} -s {net} -j RETURN")
     return "\n".join(lines + ["COMMIT", ""])
 
 
 def measure(text: str, name: str) -> float:
-    start = time.process_time()
+    start, wall = time.process_time(), time.perf_counter()
     result = import_sources([SourceFile(name, text)], "iptables")
     took = time.process_time() - start
     print(f"{name}: {result.counts['source']} rules, complete={result.complete}, "
-          f"{took:.2f} s CPU")
+          f"{took:.2f} s CPU, {time.perf_counter() - wall:.2f} s wall, "
+          f"load {os.getloadavg()[0]:.1f}")
     return took
 
 
 if __name__ == "__main__":
     from tests.importers.corpus import CORPUS
     measure(dump(), "synthetic-5000.v4")
-    real = CORPUS / "real" / "iptables" / "Vssblt+iptables-gfw-list" / "rules.v4"
-    if real.exists():
-        measure(real.read_text(), "gfw-list.v4")
+    for path in sorted((CORPUS / "real" / "iptables").glob("*/*")):
+        text = path.read_text(errors="replace")
+        if "LICEN" not in path.name and text.count("\n-A ") > 1000:
+            measure(text, f"{path.parent.name}/{path.name}")
