@@ -245,6 +245,12 @@ def _prove_one(args: argparse.Namespace, path: str, compiled, specs: list[str],
     from pfc.prove.run import prove_file, slow_redirects, stateful
 
     text = args.format != "json"
+    if compiled.ruleset is not None:
+        from pfc.cli.firewall import prove as fw
+        try:
+            return fw.prove(args, path, compiled.ruleset, specs, explicit, bound)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
     why = stateful(compiled)
     if why is not None:
         if text:

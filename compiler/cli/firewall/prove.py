@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from pfc.cli.output import print_json
+from pfc.prove.firewall.inputs import inputs_text
 
 WITNESS_SHOWN = 48
 
@@ -28,22 +29,6 @@ def write(path: str, frames: list[bytes]) -> None:
         write_pcap(path, frames)
     except PcapError as exc:
         raise UsageError(str(exc)) from exc
-
-
-def inputs_text(values: dict[str, str]) -> str:
-    from pfc.prove.firewall.inputs import shown
-
-    words = []
-    for key, value in values.items():
-        if key in ("iif", "oif"):
-            words.append(f"{key} {shown(value)}")
-        elif key.startswith("limit_"):
-            words.append("within the rate" if value == "True" else "over the rate")
-        elif key.startswith("queue_"):
-            words.append("the decider passes" if value == "True" else "the decider drops")
-        else:
-            words.append(f"{key} {value}")
-    return ", ".join(words) or "none"
 
 
 def diff(args: argparse.Namespace, old, new, bound: int, progress=None) -> int:
@@ -93,3 +78,39 @@ def _print_hook(h) -> None:
         print(f"        witness: {_hex(r.witness)}")
     for note in h.notes:
         print(f"    covers: {note}")
+
+
+def prove(args: argparse.Namespace, path: str, ruleset, specs: list[str], explicit: bool,
+          bound: int) -> dict:
+    """``pfc prove`` of a whole firewall: a line per target and hook (flushed as each
+    is known), what each hook's proof covers, and the file's JSON entry (each target
+    entry with its ``hook``)."""
+    from pfc import backends
+    from pfc.prove.firewall.proof import prove_firewall
+
+    if args.artifact:
+        raise ValueError("--artifact proves one list's artifact; a whole firewall is "
+                         "proved from pfc's own output (--targets)")
+    if not explicit:
+        blocks = {p.hook.name for p in ruleset.lists}
+        specs = [t for t in specs if blocks & set(backends.get(t).carries)]
+    text = args.format != "json"
+    targets, said = [], set()
+    for r in prove_firewall(ruleset, specs, explicit=explicit, bound=bound,
+                            timeout=args.timeout):
+        targets.append(r.to_json())
+        if text:
+            print(f"{path}: {r.line()}", flush=True)
+            for note in r.covers if r.hook not in said else ():
+                print(f"    covers: {note}", flush=True)
+            said.add(r.hook) if r.covers else None
+    statuses = [t["status"] for t in targets]
+    unproved = "not-modelled" in statuses and explicit
+    proved = "proved" in statuses and not unproved and all(
+        s in ("proved", "not-modelled", "not-expressible") for s in statuses)
+    reason = None if proved else ("some hooks are not proved" if "proved" in statuses
+                                  else "no hook proved")
+    if reason and text and "proved" not in statuses:
+        print(f"{path}: not proved: {reason}", flush=True)
+    return {"file": path, "proved": proved, "reason": reason, "notes": [],
+            "firewall": True, "targets": targets}

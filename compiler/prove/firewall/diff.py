@@ -119,7 +119,7 @@ def diff_lists(name: str, a: ir.Policy, b: ir.Policy, *, bound: int = DEFAULT_BO
         result.seconds = time.perf_counter() - start
         return result
     solver = solver_(light=True)
-    solver.add(scope(block, reading), ins.constraints(), differ(ma, mb, frame))
+    solver.add(scope(block, reading), ins.constraints(frame), differ(ma, mb, frame))
     judge = _Judge(a, b, ma, mb, ins, outcomes)
     while len(result.regions) < limit:
         model = _model(solver, frame)
@@ -207,7 +207,7 @@ def _rules(policy: ir.Policy) -> dict[int, ir.Rule]:
 def coverage(block: str, ins: inputs_.Inputs, lists: tuple[ir.Policy, ...]) -> list[str]:
     """What the comparison of a hook's lists covers, in plain words, for what they
     read and do."""
-    every = [r for p in lists for r in list(p.rules) + [r for c in p.chains for r in c.rules]]
+    every = [r for p in lists for r in reachable(p)]
     notes = []
     if ins.read & {"iif", "oif"}:
         notes.append(f"interfaces: every name ({len(ins.names)} classes of names: those "
@@ -222,8 +222,7 @@ def coverage(block: str, ins: inputs_.Inputs, lists: tuple[ir.Policy, ...]) -> l
                      "answers covered); the buckets themselves are not compared")
     if "queue" in ins.read:
         notes.append("queue: the decider's verdict is an input (both covered)")
-    if any(isinstance(r.action, ir.Mark) for r in every) or any(
-            isinstance(m, ir.IntMatch) and m.field == "mark" for r in every for m in r.matches):
+    if "mark" in ins.read:
         notes.append("mark: every value the packet enters the hook with")
     if BLOCKS[block].kind == "nat":
         notes.append("NAT: the first packet's translation (the rule and its target) is "
@@ -235,6 +234,18 @@ def coverage(block: str, ins: inputs_.Inputs, lists: tuple[ir.Policy, ...]) -> l
         notes.append("reject: the reply kind is compared (which reply is sent), not the "
                      "reply's bytes")
     return notes
+
+
+def reachable(policy: ir.Policy) -> list[ir.Rule]:
+    """The list's rules and those of the chains it reaches."""
+    out, todo, seen = [], list(policy.rules), set()
+    while todo:
+        rule = todo.pop(0)
+        out.append(rule)
+        if isinstance(rule.action, ir.Jump) and rule.action.chain not in seen:
+            seen.add(rule.action.chain)
+            todo += list(policy.chain(rule.action.chain).rules)
+    return out
 
 
 def region_json(r: FwRegion) -> dict:

@@ -33,6 +33,7 @@ from pfc.frontend.firewall.hooks import BLOCKS, allows_field
 from pfc.frontend.source import NO_SPAN
 from pfc.prove.frame import Reading
 
+LOOPBACK = "lo"
 OTHER = "~"  # a character no interface name has: the representative's tail
 CT_BITS, TYPE_BITS, IFACE_BITS = 3, 2, 8
 TRACKED = ("established", "related", "new")
@@ -72,9 +73,15 @@ class Inputs:
             got = self.vars[key] = make(f"{self.prefix}_{key}")
         return got
 
-    def constraints(self) -> z3.BoolRef:
+    def constraints(self, frame=None) -> z3.BoolRef:
+        """Each input within its values; with ``frame``, a frame received on ``lo``
+        has zero Ethernet addresses (the path interpreter's loopback frames: what a
+        rule's ``ether-src``/``ether-dst`` reads there)."""
         terms = [z3.ULT(self._var(f, _iface), len(self.names)) for f in ("iif", "oif")]
         terms.append(z3.ULT(self.ct_state_var, len(ir.CT_STATES)))
+        if frame is not None and LOOPBACK in self.names:
+            terms.append(z3.Implies(self._var("iif", _iface) == self.names.index(LOOPBACK),
+                                    frame.bytes_(0, 12) == 0))
         return z3.And(*terms)
 
     # -- interfaces -------------------------------------------------------------
@@ -162,6 +169,21 @@ class Inputs:
             if key.startswith(("limit_", "queue_")):
                 out[key] = str(z3.is_true(model.eval(var, model_completion=True)))
         return out
+
+
+def inputs_text(values: dict[str, str]) -> str:
+    """A witness's inputs (:meth:`Inputs.values`) in words."""
+    words = []
+    for key, value in values.items():
+        if key in ("iif", "oif"):
+            words.append(f"{key} {shown(value)}")
+        elif key.startswith("limit_"):
+            words.append("within the rate" if value == "True" else "over the rate")
+        elif key.startswith("queue_"):
+            words.append("the decider passes" if value == "True" else "the decider drops")
+        else:
+            words.append(f"{key} {value}")
+    return ", ".join(words) or "none"
 
 
 def _iface(name: str) -> z3.BitVecRef:
