@@ -113,3 +113,31 @@ def test_pfc_prove_of_a_firewall_on_the_command_line(tmp_path, capsys) -> None:
     assert main(["prove", str(HOST), "--targets", "tc"]) == 1
     assert "tc/*: not proved: no model of whole firewalls on `tc`" in capsys.readouterr().out
     assert main(["prove", str(HOST), "--target", "nft", "--artifact", str(HOST)]) == 2
+
+
+def _keys(value, into: set[str]) -> set[str]:
+    """Every key of a JSON report but those of `inputs` (named in the docs' prose)."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            into.add(key)
+            if key != "inputs":
+                _keys(inner, into)
+    elif isinstance(value, list):
+        for inner in value:
+            _keys(inner, into)
+    return into
+
+
+def test_the_firewall_json_fields_are_documented(tmp_path, capsys) -> None:
+    import re
+    docs = (ROOT / "docs" / "json.md").read_text()
+    edited = tmp_path / "router.pf"
+    edited.write_text(ROUTER.read_text().replace("dport 22", "dport 2222"))
+    main(["diff", str(ROUTER), str(edited), "--format", "json"])
+    diff_report = json.loads(capsys.readouterr().out)
+    main(["prove", str(HOST), "--targets", "nft", "--format", "json"])
+    prove_report = json.loads(capsys.readouterr().out)
+    for report in (diff_report, prove_report):
+        assert report["version"] == 1
+        for key in _keys(report, set()):
+            assert re.search(rf"[`.]{re.escape(key)}`", docs), key

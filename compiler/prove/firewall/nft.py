@@ -191,7 +191,8 @@ def _limit(vm: Machine, m: re.Match, s: State):
     if rule is None or rule.limit is None:
         raise Unsupported("a `limit` that is not a pfc rule's (no `pfc rule N` comment)")
     within = vm.env.inputs.within(rule)
-    return _split(s, within)
+    over = int(m.group(1), 16) & 1  # NFT_LIMIT_F_INV: `limit rate over`
+    return _split(s, z3.Not(within) if over else within)
 
 
 def _rule(vm: Machine, m: re.Match, s: State):
@@ -275,7 +276,7 @@ HANDLERS = [
     (re.compile(r"meta set (\w+) with reg (\d+)"), _meta_set),
     (re.compile(r"ct load (\w+) => reg (\d+)"), _ct),
     (re.compile(r"fib (saddr|daddr) type => reg (\d+)"), _fib),
-    (re.compile(r"limit rate .* type packets flags 0x0"), _limit),
+    (re.compile(r"limit rate \S+ burst \d+ type packets flags 0x([0-9a-f]+)"), _limit),
     (re.compile(r"notrack"), _notrack),
     (re.compile(r"reject type (\d+) code (\d+)"), _reject),
     (re.compile(r"nat (dnat|snat) (ip6?) addr_min reg (\d+) addr_max reg \d+"

@@ -102,6 +102,16 @@ def prove_firewall(ruleset: Ruleset, specs: list[str], *, explicit: bool = True,
 
 def _prove_target(ruleset: Ruleset, target: str, only: str | None, explicit: bool,
                   bound: int, timeout: float | None) -> Iterator[HookProof]:
+    from pfc import backends
+    carries = backends.get(target).carries
+    for policy in ruleset.lists:
+        if policy.hook.name not in carries and only in (None, label(policy)):
+            yield HookProof(target, label(policy), "not-expressible",
+                            f"{target} does not carry the `{policy.hook.name}` block")
+    ruleset = Ruleset(tuple(p for p in ruleset.lists if p.hook.name in carries),
+                      ruleset.chains, ruleset.interfaces, ruleset.source)
+    if not ruleset.lists:
+        return
     try:
         built, diags = build_ruleset(ruleset, [target])
     except CompileError as exc:
