@@ -186,3 +186,14 @@ def test_pfc_diff_of_firewalls_on_the_command_line(tmp_path, capsys) -> None:
 def test_compile_text_firewall_lists_have_chains() -> None:
     rs = compile_text("chain c {\n    drop udp\n}\ninput {\n    jump c\n}\n").ruleset
     assert rs.lists[0].chains and not diff(rs, rs).hooks[0].regions
+
+
+def test_the_editor_says_what_an_edit_of_a_firewall_changes() -> None:
+    from pfc.prove.lsp import edit_summary
+    text = ROUTER.read_text()
+    assert edit_summary(text, text + "\n", "r.pf") == (
+        "this edit changes no hook's verdict, mark, translation or rewrite")
+    summary = edit_summary(text, text.replace("masquerade oif eth0", "masquerade oif eth1"),
+                           "r.pf")
+    assert summary.startswith("this edit changes: nat postrouting: ")
+    assert "masquerade → pass" in summary
