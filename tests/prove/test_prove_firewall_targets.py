@@ -141,3 +141,17 @@ def test_the_firewall_json_fields_are_documented(tmp_path, capsys) -> None:
         assert report["version"] == 1
         for key in _keys(report, set()):
             assert re.search(rf"[`.]{re.escape(key)}`", docs), key
+
+
+def test_a_meter_is_proved_and_its_rate_flipped_is_caught() -> None:
+    """`limit ... per src` (an nft meter): its answer is the rule's input bit."""
+    path = ROOT / "examples/ddos-edge.pf"
+    ruleset = compile_path(path).ruleset
+    artifact = build_ruleset(ruleset, ["nft"])[0][0]
+    assert [r.status for r in prove_artifact(ruleset, artifact)] == ["proved", "proved"]
+    old = "limit rate over 1000/second burst 100 packets } counter drop"
+    assert old in artifact.text
+    mutant = dataclasses.replace(artifact, text=artifact.text.replace(
+        old, old.replace("rate over", "rate"), 1))
+    found = [r for r in prove_artifact(ruleset, mutant) if r.status != "proved"]
+    assert [(r.hook, r.status) for r in found] == [("ingress eth0", "differs-not-run")]

@@ -12,8 +12,9 @@ runs the expressions; here the ones whole firewalls add:
   ``meta load mark`` / ``meta set mark``: the mark, as the formula's;
 - ``ct load state`` (``NF_CT_STATE_*_BIT`` of the input state), ``status`` and
   ``mark`` (no connection: invalid and untracked packets break the rule);
-  ``fib saddr/daddr type`` (``RTN_*`` of the address type input); ``limit``: the
-  input bit of the pfc rule it belongs to (its ``pfc rule N`` comment);
+  ``fib saddr/daddr type`` (``RTN_*`` of the address type input); ``limit`` (and a
+  meter's, ``limit ... per src``): the input bit of the pfc rule it belongs to (its
+  ``pfc rule N`` comment);
 - ``notrack``; ``reject type T code C``, ``nat``, ``masq``, ``redir``: the outcome
   (the reply kind, the translation's kind, address and port), the rule ends.
 """
@@ -277,6 +278,9 @@ HANDLERS = [
     (re.compile(r"ct load (\w+) => reg (\d+)"), _ct),
     (re.compile(r"fib (saddr|daddr) type => reg (\d+)"), _fib),
     (re.compile(r"limit rate \S+ burst \d+ type packets flags 0x([0-9a-f]+)"), _limit),
+    # a meter (`limit ... per src`): one bucket per address, its answer the same input
+    (re.compile(r"dynset update reg_key \d+ set \S+ timeout \d+ms expr \[ limit rate \S+ "
+                r"burst \d+ type packets flags 0x([0-9a-f]+) \]"), _limit),
     (re.compile(r"notrack"), _notrack),
     (re.compile(r"reject type (\d+) code (\d+)"), _reject),
     (re.compile(r"nat (dnat|snat) (ip6?) addr_min reg (\d+) addr_max reg \d+"
