@@ -155,3 +155,21 @@ def test_a_meter_is_proved_and_its_rate_flipped_is_caught() -> None:
         old, old.replace("rate over", "rate"), 1))
     found = [r for r in prove_artifact(ruleset, mutant) if r.status != "proved"]
     assert [(r.hook, r.status) for r in found] == [("ingress eth0", "differs-not-run")]
+
+
+def test_an_address_removed_from_an_iptables_ipset_is_caught(tmp_path) -> None:
+    (tmp_path / "bl.txt").write_text("".join(f"198.51.0.{i}/32\n" for i in range(1, 200)))
+    path = tmp_path / "fw.pf"
+    path.write_text('set bl = file "bl.txt"\n\ninput {\n    default pass\n    drop src $bl\n'
+                    "    drop tcp dport 23\n}\n")
+    ruleset = compile_path(path).ruleset
+    artifact = build_ruleset(ruleset, ["iptables"])[0][0]
+    assert [r.status for r in prove_artifact(ruleset, artifact)] == ["proved"]
+    name = artifact.meta["files"]["ipset"]
+    lines = artifact.files[name].decode().splitlines()
+    kept = [line for line in lines if not line.endswith(" 198.51.0.7/32")]
+    assert len(kept) == len(lines) - 1
+    mutant = dataclasses.replace(artifact, files=artifact.files | {name: "\n".join(
+        kept).encode()})
+    [found] = prove_artifact(ruleset, mutant)
+    assert found.status == "differs-not-run" and found.witness[26:30] == bytes([198, 51, 0, 7])

@@ -259,11 +259,13 @@ def _outcome(verb: str, args: list[str], family: int) -> str:
 def run(artifact, block: str, frame: Frame, env: Env) -> HookMeaning:
     """The block's pfc chain of both restore files on the frame, with the inputs."""
     table, chain = table_of(block)
+    ipset = artifact.meta["files"].get("ipset")
+    sets = v1.parse_ipset(artifact.files[ipset].decode()) if ipset else {}
     meaning = {}
     for family, key, label in ((4, "ipv4", "IPv4"), (6, "ipv6", "IPv6")):
         text = artifact.files[artifact.meta["files"][key]].decode()
         tables = parse_tables(text)
-        ctx = v1.Context(frame, family, {}, None)
+        ctx = v1.Context(frame, family, sets, None)
         walk = Walk(ctx, env, tables.get(table, v1.Table()), block, env.inputs.mark)
         owners = artifact.meta.get("lines", {}).get(label, {}).get(f"{chain}@{table}", [])
         back = walk.chain(chain, z3.BoolVal(True), owners) if chain in walk.table.chains \

@@ -238,6 +238,10 @@ def _prove_hook(ruleset: Ruleset, policy: ir.Policy, model, target: str, bound: 
     except Unsupported as exc:
         return HookProof(target, name, "not-modelled", str(exc), bound=bound, view=kind,
                          seconds=time.perf_counter() - start)
+    except (z3.Z3Exception, KeyError, IndexError, ValueError) as exc:  # a pfc bug
+        return HookProof(target, name, "error", f"the model of {target} failed on this "
+                         f"hook ({type(exc).__name__}: {exc}): a pfc bug, please report it",
+                         bound=bound, view=kind)
     if witness is not None:
         result.status, result.witness = "differs-not-run", witness
         value = _values_on(reads_pushed(differs), frame, witness)
