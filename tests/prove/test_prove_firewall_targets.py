@@ -143,9 +143,12 @@ def test_the_firewall_json_fields_are_documented(tmp_path, capsys) -> None:
             assert re.search(rf"[`.]{re.escape(key)}`", docs), key
 
 
-def test_a_meter_is_proved_and_its_rate_flipped_is_caught() -> None:
-    """`limit ... per src` (an nft meter): its answer is the rule's input bit."""
-    path = ROOT / "examples/ddos-edge.pf"
+def test_a_meter_is_proved_and_its_rate_flipped_is_caught(tmp_path) -> None:
+    """`limit ... per src` (an nft meter, as in examples/ddos-edge.pf): its answer is
+    the rule's input bit."""
+    path = tmp_path / "edge.pf"
+    path.write_text("ingress eth0 {\n    drop udp dport 53 limit rate 1000/second burst 100 "
+                    "per src\n    drop tcp dport 23\n}\n\ninput {\n    default pass\n}\n")
     ruleset = compile_path(path).ruleset
     artifact = build_ruleset(ruleset, ["nft"])[0][0]
     assert [r.status for r in prove_artifact(ruleset, artifact)] == ["proved", "proved"]

@@ -119,7 +119,7 @@ def diff_lists(name: str, a: ir.Policy, b: ir.Policy, *, bound: int = DEFAULT_BO
         result.seconds = time.perf_counter() - start
         return result
     solver = solver_(light=True)
-    solver.add(scope(block, reading), ins.constraints(frame), differ(ma, mb, frame))
+    solver.add(scope(block, reading), differ(ma, mb, frame), ins.constraints(reading))
     judge = _Judge(a, b, ma, mb, ins, outcomes)
     while len(result.regions) < limit:
         model = _model(solver, frame)

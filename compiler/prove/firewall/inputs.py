@@ -73,15 +73,21 @@ class Inputs:
             got = self.vars[key] = make(f"{self.prefix}_{key}")
         return got
 
-    def constraints(self, frame=None) -> z3.BoolRef:
-        """Each input within its values; with ``frame``, a frame received on ``lo``
-        has zero Ethernet addresses (the path interpreter's loopback frames: what a
-        rule's ``ether-src``/``ether-dst`` reads there)."""
+    def constraints(self, reading: Reading | None = None) -> z3.BoolRef:
+        """Each input within its values. With the frame's ``reading``: a frame received
+        on ``lo`` has zero Ethernet addresses (the path interpreter's loopback frames:
+        what a rule's ``ether-src``/``ether-dst`` reads there), and a source address
+        equal to the destination has its type. Call it after every rule was read."""
         terms = [z3.ULT(self._var(f, _iface), len(self.names)) for f in ("iif", "oif")]
         terms.append(z3.ULT(self.ct_state_var, len(ir.CT_STATES)))
-        if frame is not None and LOOPBACK in self.names:
+        if reading is not None and LOOPBACK in self.names:
             terms.append(z3.Implies(self._var("iif", _iface) == self.names.index(LOOPBACK),
-                                    frame.bytes_(0, 12) == 0))
+                                    reading.frame.bytes_(0, 12) == 0))
+        if reading is not None and {"src-type", "dst-type"} <= set(self.vars):
+            same = z3.Or(*[z3.And(reading.is_version(v), reading.frame.has(
+                reading.l3 + (16 if v == 4 else 24) + (4 if v == 4 else 16), 0),
+                _address(reading, v, "src") == _address(reading, v, "dst")) for v in (4, 6)])
+            terms.append(z3.Implies(same, self.vars["src-type"] == self.vars["dst-type"]))
         return z3.And(*terms)
 
     # -- interfaces -------------------------------------------------------------
@@ -184,6 +190,11 @@ def inputs_text(values: dict[str, str]) -> str:
         else:
             words.append(f"{key} {value}")
     return ", ".join(words) or "none"
+
+
+def _address(reading: Reading, version: int, which: str) -> z3.BitVecRef:
+    at = (12 if which == "src" else 16) if version == 4 else (8 if which == "src" else 24)
+    return reading.frame.bytes_(reading.l3 + at, 4 if version == 4 else 16)
 
 
 def _iface(name: str) -> z3.BitVecRef:

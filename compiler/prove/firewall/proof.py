@@ -229,7 +229,8 @@ def _prove_hook(ruleset: Ruleset, policy: ir.Policy, model, target: str, bound: 
                        covers=coverage(block, ins, (policy,)))
     try:
         art = model(frame, env)
-        differs = z3.And(ins.constraints(frame), _differ(pol, art, frame))
+        differs = _differ(pol, art, frame)
+        differs = z3.And(ins.constraints(reading), differs)
         deadline = None if timeout is None else time.monotonic() + timeout
         witness, _ = _search(kind, frame, differs, deadline)
     except GaveUp as exc:

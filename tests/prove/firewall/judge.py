@@ -20,6 +20,15 @@ from pfc.prove.frame import Frame, bv, concrete
 from pfc.prove.frame import Reading as FrameReading
 
 
+def consistent(view, values: dict) -> dict:
+    """``values`` with one type for a source address equal to the destination (the
+    inputs' constraint)."""
+    src, dst = ip_field(view, "src"), ip_field(view, "dst")
+    if src is not None and src == dst and "dst-type" in values:
+        return values | {"src-type": values["dst-type"]}
+    return values
+
+
 class Types:
     """Address types as the inputs say (``src-type``, ``dst-type``)."""
 
@@ -37,6 +46,7 @@ def interpreted(policy: ir.Policy, frame: bytes, values: dict) -> tuple:
     block = BLOCKS[policy.hook.name]
     skip = policy.hook.name == "ingress"
     view = read_frame(frame, skip)
+    values = consistent(view, values)
     state = values.get("ct state", "new")
     tracked = state in TRACKED
     ctx = Context(iif=values.get("iif") if allows_field(block, "iif") else None,
@@ -71,6 +81,8 @@ class Formula:
 
     def evaluate(self, frame: bytes, values: dict) -> tuple:
         ins = self.inputs
+        skip = self.policy.hook.name == "ingress"
+        values = consistent(read_frame(frame, skip), values)
         sub = concrete(self.frame, frame)
         fixed = {"iif": ins.names.index(values.get("iif", ins.names[-1])),
                  "oif": ins.names.index(values.get("oif", ins.names[-1])),
@@ -138,7 +150,7 @@ def deciding_witnesses(f: Formula) -> dict[int | None, tuple[bytes, dict]]:
     goals += [(r.index, f.m.notrack) for r in every if isinstance(r.action, ir.Notrack)]
     for index, goal in goals:
         s = solver(light=True)
-        s.add(scope(f.policy.hook.name, reading), f.inputs.constraints(),
+        s.add(scope(f.policy.hook.name, reading), f.inputs.constraints(reading),
               z3.ULE(f.frame.length, 128), goal)
         s.add(*[var for key, var in f.inputs.vars.items() if key.startswith("limit_")])
         if s.check() == z3.sat:
