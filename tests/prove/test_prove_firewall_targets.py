@@ -176,3 +176,14 @@ def test_an_address_removed_from_an_iptables_ipset_is_caught(tmp_path) -> None:
         kept).encode()})
     [found] = prove_artifact(ruleset, mutant)
     assert found.status == "differs-not-run" and found.witness[26:30] == bytes([198, 51, 0, 7])
+
+
+def test_a_limited_rule_keeps_its_interface_and_mark_on_nft(tmp_path) -> None:
+    """Found by pfc prove of generated firewalls: nft's lowering of a rule with a rate
+    and no protocol (a bucket per family) left out its other matches, so `pass iif eth0
+    limit rate 5/second` accepted from every interface."""
+    path = tmp_path / "fw.pf"
+    path.write_text("input {\n    default drop\n    pass iif eth0 limit rate 5/second\n"
+                    "    drop mark 5 limit rate 5/second\n}\n")
+    found = list(prove_firewall(compile_path(path).ruleset, ["nft", "iptables"]))
+    assert [(r.target, r.status) for r in found] == [("nft", "proved"), ("iptables", "proved")]

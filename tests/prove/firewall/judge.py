@@ -24,8 +24,9 @@ def consistent(view, values: dict) -> dict:
     """``values`` with one type for a source address equal to the destination (the
     inputs' constraint)."""
     src, dst = ip_field(view, "src"), ip_field(view, "dst")
-    if src is not None and src == dst and "dst-type" in values:
-        return values | {"src-type": values["dst-type"]}
+    kind = values.get("dst-type", values.get("src-type"))
+    if src is not None and src == dst and kind is not None:
+        return values | {"src-type": kind, "dst-type": kind}
     return values
 
 
