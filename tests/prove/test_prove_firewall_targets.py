@@ -187,3 +187,33 @@ def test_a_limited_rule_keeps_its_interface_and_mark_on_nft(tmp_path) -> None:
                     "    drop mark 5 limit rate 5/second\n}\n")
     found = list(prove_firewall(compile_path(path).ruleset, ["nft", "iptables"]))
     assert [(r.target, r.status) for r in found] == [("nft", "proved"), ("iptables", "proved")]
+
+
+def test_jumps_joined_with_their_chains_on_the_same_field_are_proved() -> None:
+    """Found by pfc prove of generated firewalls: inline_chains joined two v2 matches of
+    one field (`ether-src` in a jump and in its chain's rule) into a `frag` match, or
+    refused the join with a message about `frag`."""
+    found = list(prove_firewall(compile_path(ROOT / "tests/prove/firewall/joins.pf").ruleset,
+                                ["nft", "iptables"]))
+    assert [(r.target, r.status) for r in found] == [("nft", "proved"), ("iptables", "proved")]
+
+
+def test_v2_matches_of_one_field_merge_as_sets() -> None:
+    from pfc.frontend import ir
+    from pfc.frontend.merge import merge_fields
+    mac = b"\x02\x00\x00\x00\x00\x01"
+    [m], _ = merge_fields([ir.MacMatch("ether-src", (mac,)),
+                           ir.MacMatch("ether-src", (mac, b"\x02" * 6))], ir.Family.ANY)
+    assert (type(m), m.macs, m.negated) == (ir.MacMatch, (mac,), False)
+    [m], _ = merge_fields([ir.CtMatch(("invalid",), negated=True),
+                           ir.CtMatch(("established", "invalid"))], ir.Family.IP)
+    assert (m.states, m.negated) == (("established",), False)
+    [m], _ = merge_fields([ir.CtStatusMatch(("dnat",)), ir.CtStatusMatch(("seen-reply",))],
+                          ir.Family.IP)
+    assert m.statuses == ("seen-reply", "dnat")
+    matches, diags = merge_fields([ir.AddrTypeMatch("dst-type", ("local",)),
+                                   ir.AddrTypeMatch("dst-type", ("broadcast",))], ir.Family.IP)
+    assert [d.code for d in diags] == ["never-matches"] and matches[0].types == ()
+    matches, diags = merge_fields([ir.IfaceMatch("iif", ("eth*",)),
+                                   ir.IfaceMatch("iif", ("lo",), negated=True)], ir.Family.ANY)
+    assert matches == () and "cannot be written as one" in diags[0].message
