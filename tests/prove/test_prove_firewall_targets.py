@@ -217,3 +217,12 @@ def test_v2_matches_of_one_field_merge_as_sets() -> None:
     matches, diags = merge_fields([ir.IfaceMatch("iif", ("eth*",)),
                                    ir.IfaceMatch("iif", ("lo",), negated=True)], ir.Family.ANY)
     assert matches == () and "cannot be written as one" in diags[0].message
+
+
+def test_a_v2_match_of_no_value_is_left_out_on_nft(tmp_path) -> None:
+    """Found by pfc prove of generated firewalls: `pass mark 6 mark 3` (merged: no
+    mark is both) was emitted as `meta mark { }`, which nft refuses to load."""
+    path = tmp_path / "fw.pf"
+    path.write_text("input {\n    default drop\n    pass mark 6 mark 3\n    pass tcp dport 22\n}\n")
+    found = list(prove_firewall(compile_path(path).ruleset, ["nft"]))
+    assert [(r.target, r.status) for r in found] == [("nft", "proved")]
