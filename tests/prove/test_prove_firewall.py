@@ -16,6 +16,7 @@ from pfc.oracle.packets import read_frame
 from pfc.prove.firewall.diff import diff
 from pfc.prove.firewall.inputs import name_classes, patterns_of
 from tests.paths import ROOT
+from tests.prove.firewall.gen import ANY, random_rule
 from tests.prove.firewall.judge import (
     Formula,
     deciding_witnesses,
@@ -199,36 +200,12 @@ def test_the_editor_says_what_an_edit_of_a_firewall_changes() -> None:
     assert "masquerade → pass" in summary
 
 
-# generated lists: random rules of every v2 match, each rule's witness judged twice
-ANY = {"iif": ["iif eth0", "iif eth*", "!iif lo"], "mark": ["mark 7", "mark 1-9"],
-       "ct": ["ct state new", "ct state established,related", "!ct state invalid"],
-       "status": ["ct status dnat"], "ctmark": ["ct mark 5"], "dst-type": ["dst-type local"],
-       "src-type": ["!src-type broadcast"], "src": ["src 10.0.0.0/8"],
-       "ether": ["ether-src 02:00:00:00:00:01"]}
-BY_PROTO = {"tcp": ["dport 22", "flags syn,!ack", "sport 1024-65535"], "udp": ["dport 53"],
-            "icmp": ["icmp-code 3", "icmp-type echo-request"], "": []}
-ACTIONS = ["pass", "drop", "reject", "reject with admin-prohibited", "mark", "pass-limit",
-           "jump side"]
-
-
-def _random_rule(rng: random.Random) -> str:
-    proto = rng.choice(list(BY_PROTO))
-    words = [rng.choice(ANY[f]) for f in rng.sample(sorted(ANY), rng.randint(0, 2))]
-    words += rng.sample(BY_PROTO[proto], min(len(BY_PROTO[proto]), rng.randint(0, 1)))
-    action = rng.choice(ACTIONS)
-    head = "pass" if action == "pass-limit" else action.split(" with ")[0].split()[0]
-    tail = {"mark": " to 7", "pass-limit": " limit rate 5/second",
-            "reject with admin-prohibited": " with admin-prohibited"}.get(action, "")
-    chain = " side" if action == "jump side" else ""
-    return " ".join(w for w in (head + chain, proto, *words) if w) + tail
-
-
 def test_generated_lists_are_the_interpreter_where_each_rule_decides() -> None:
     rng = random.Random(11)
     for n in range(12):
-        rules = "\n".join("    " + _random_rule(rng) for _ in range(5))
+        rules = "\n".join("    " + random_rule(rng) for _ in range(5))
         rules += "\n    jump side " + rng.choice([m for ms in ANY.values() for m in ms])
-        side = "\n".join("    " + _random_rule(rng).replace("jump side", "pass")
+        side = "\n".join("    " + random_rule(rng).replace("jump side", "pass")
                          for _ in range(2))
         text = (f"chain side {{\n{side}\n}}\n\ninput {{\n    default "
                 f"{rng.choice(['pass', 'drop'])}\n{rules}\n}}\n")
