@@ -115,7 +115,7 @@ def bench_prove(cap: float) -> dict:
     for path in sorted((ROOT / "examples").glob("*.pf")):
         compiled = compile_path(path)
         if compiled.ruleset is not None:
-            continue  # a whole firewall: `pfc prove` takes one rule list
+            continue  # a whole firewall: docs/prove.md "Whole firewalls" times those
         for target in backends.registry():
             if target == "ir":
                 continue

@@ -63,8 +63,9 @@ def entries(policy: ir.Policy, lowering: low.Lowering,
 def nft_rules(rule: ir.Rule, lowering: low.Lowering,
               default: ir.Verdict = ir.Verdict.PASS) -> list[low.NftRule]:
     if rule.family is ir.Family.ANY and stf.bucketed(rule):  # a bucket per family
+        matches = lowering.matches(rule)  # (iif, mark, ct status ...: found by pfc prove)
         return [r for gate in stf.family_gates(lowering.hook_family)
-                for r in _rules(rule, lowering, default, [gate])]
+                for r in _rules(rule, lowering, default, [gate, *matches])]
     return _rules(rule, lowering, default, lowering.matches(rule))
 
 

@@ -111,7 +111,7 @@ class Lowering:
         """Every match of ``rule`` with its guards; Impossible if it can never hold."""
         if rule.family is ir.Family.ANY:  # only matches that need no IP (iif, mark, ...)
             assert rule.proto is None, "family ANY has no protocol"
-            return [t for m in rule.matches for t in fw.match(m)]
+            return [t for m in rule.matches for t in self.match(rule, m, None)]
         version = version_of(rule)
         terms = [self.family_gate(version)]
         terms += protocol_guards(rule, version)
@@ -121,8 +121,10 @@ class Lowering:
 
     # ---------------------------------------------------------------- matches
 
-    def match(self, rule: ir.Rule, m: ir.Match, version: int) -> list[Term]:
+    def match(self, rule: ir.Rule, m: ir.Match, version: int | None) -> list[Term]:
         if fw.is_v2(m):
+            if _no_value(m):  # `mark 6 mark 3` merged: nft refuses `meta mark { }`
+                raise Impossible
             return fw.match(m)
         if isinstance(m, ir.AddrMatch):
             return self.address(rule, m, version)
@@ -198,6 +200,16 @@ class Lowering:
 
 
 # --------------------------------------------------------------------- helpers
+
+def _no_value(m: ir.Match) -> bool:
+    """A positive v2 match of no value (merged from two that share none): it never
+    holds, as the checker warned."""
+    if m.negated:
+        return False
+    values = [getattr(m, a) for a in ("ranges", "macs", "names", "types", "states")
+              if hasattr(m, a)]
+    return bool(values) and not values[0]
+
 
 def version_of(rule: ir.Rule) -> int:
     if rule.family is ir.Family.IP4:

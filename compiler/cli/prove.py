@@ -10,7 +10,6 @@ import time
 
 from pfc.cli.common import Command, UsageError, load, print_diagnostics
 from pfc.cli.output import print_json
-from pfc.frontend import ir
 
 WITNESS_SHOWN = 48  # bytes of a witness printed in text output
 
@@ -34,12 +33,13 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="frame length bound in bytes (default 1518)")
 
 
-def _policy(path: str) -> ir.Policy | None:
+def _loaded(path: str):
+    """The compiled file (a rule list or a whole firewall), or None after its errors."""
     compiled = load(path)
     if not compiled.ok:
         print_diagnostics(compiled.diagnostics, compiled.sources)
         return None
-    return compiled.require()  # a whole firewall: an error saying prove takes one list
+    return compiled
 
 
 @contextlib.contextmanager
@@ -96,9 +96,19 @@ def _diff(args: argparse.Namespace) -> int:
 
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
-    old, new = _policy(args.old), _policy(args.new)
+    old, new = _loaded(args.old), _loaded(args.new)
     if old is None or new is None:
         return 2
+    if old.ruleset is not None or new.ruleset is not None:
+        if old.ruleset is None or new.ruleset is None:
+            raise UsageError("pfc diff compares a whole firewall with a whole firewall "
+                             f"(`{args.old if old.ruleset is None else args.new}` is one "
+                             "rule list: write it in a hook block)")
+        from pfc.cli.firewall import prove as fw
+        with status_line("pfc diff") as progress:
+            return fw.diff(args, old.ruleset, new.ruleset, args.max_len or DEFAULT_BOUND,
+                           progress)
+    old, new = old.require(), new.require()
     try:
         with status_line("pfc diff") as progress:
             result = diff(old, new, bound=args.max_len or DEFAULT_BOUND, limit=args.limit,
@@ -235,6 +245,12 @@ def _prove_one(args: argparse.Namespace, path: str, compiled, specs: list[str],
     from pfc.prove.run import prove_file, slow_redirects, stateful
 
     text = args.format != "json"
+    if compiled.ruleset is not None:
+        from pfc.cli.firewall import prove as fw
+        try:
+            return fw.prove(args, path, compiled.ruleset, specs, explicit, bound)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
     why = stateful(compiled)
     if why is not None:
         if text:

@@ -17,7 +17,11 @@ what the matches meant together (the interpreter gives the same verdict on every
 - ``flags``: positives join their set and clear bits; a negated ``flags`` that leaves one
   bit undecided becomes that bit's opposite; what one ``flags`` match cannot say (a
   contradiction, or "not both A and B" beside other flags) is an error with a hint, as
-  ``flags syn,!syn`` already is; ``frag`` twice is one, ``frag !frag`` an error.
+  ``flags syn,!syn`` already is; ``frag`` twice is one, ``frag !frag`` an error;
+- the v2 matches (``iif``, ``ether-src``, ``ct state``, ``dst-type`` ...: twice only where
+  ``inline_chains`` joins a jump with a chain's rule) as sets: positives intersect,
+  negatives unite; ``ct status`` positives join their bits; a wildcard interface name
+  beside another name, or a negated ``ct status`` beside another, is an error.
 
 Linear in the entries after sorting: a 100k-entry set minus one prefix takes well under
 a second.
@@ -25,13 +29,14 @@ a second.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from collections.abc import Sequence
 
 from pfc.frontend import ir
 from pfc.frontend.diagnostics import Diagnostic, error, warning
 from pfc.frontend.matches import intersect_ranges, merge_ranges, subtract_ranges
-from pfc.frontend.source import Span
+from pfc.frontend.source import NO_SPAN, Span
 
 Interval = tuple[int, int]
 _NETWORK = {4: ipaddress.IPv4Network, 6: ipaddress.IPv6Network}
@@ -69,8 +74,12 @@ def _merge(group: list[ir.Match], family: ir.Family,
         merged = _merge_ints(group)
     elif isinstance(first, ir.FlagsMatch):
         return _merge_flags(group, diags)
-    else:
+    elif isinstance(first, ir.FragMatch):
         return _merge_frag(group, diags)
+    else:  # the v2 matches: two come together only where a jump meets a chain's rule
+        merged = _merge_named(group, diags)
+        if merged is None:
+            return None
     if _never(merged, family):
         diags.append(warning(
             f"`{first.field}` is given {_times(len(group))} and no value is in all of "
@@ -102,6 +111,8 @@ def _never(match: ir.Match, family: ir.Family) -> bool:
         if not match.negated:
             return not match.ranges
         return list(match.ranges) == [(0, ir.FIELDS[match.field].maximum)]
+    if type(match) in _VALUES:
+        return _empty(match)
     return False
 
 
@@ -211,6 +222,62 @@ def _flags_error(group: list[ir.Match], diags: list[Diagnostic], why: str) -> No
                        hint="write one `flags` match (`flags syn,!ack`), or split the "
                        "rule into one rule per case", code="flags-merge"))
     return None
+
+
+# ------------------------------------------------------------ v2: names and states
+
+_UNIVERSE = {"ct": ir.CT_STATES, "dst-type": ir.ADDR_TYPES, "src-type": ir.ADDR_TYPES}
+_VALUES = {ir.MacMatch: "macs", ir.IfaceMatch: "names", ir.CtMatch: "states",
+           ir.AddrTypeMatch: "types", ir.CtStatusMatch: "statuses"}
+
+
+def _merge_named(group: list[ir.Match], diags: list[Diagnostic]) -> ir.Match | None:
+    """``iif``/``oif``, ``ether-src``/``-dst``, ``ct state``, ``ct status``,
+    ``src-type``/``dst-type`` given twice: the positives intersect, the negatives unite
+    (``ct status``: the bits of every positive; a wildcard of ``iif``/``oif`` only
+    beside the same match). What one match cannot say is an error, never a guess."""
+    first, attr = group[0], _VALUES[type(group[0])]
+    kept = list({repr(_plain(m)): m for m in group}.values())
+    if len(kept) == 1:
+        return kept[0]
+    sets = [(m.negated, set(getattr(m, attr))) for m in kept]
+    if isinstance(first, ir.CtStatusMatch) and not any(neg for neg, _ in sets):
+        every = set().union(*[v for _, v in sets])
+        names = tuple(n for n in ir.CT_STATUSES if n in every)
+        return ir.CtStatusMatch(names, False, _cover(group))
+    wild = isinstance(first, ir.IfaceMatch) and any(n.endswith("*") for _, v in sets for n in v)
+    if isinstance(first, ir.CtStatusMatch) or wild:
+        diags.append(error(f"these {len(group)} `{first.field}` matches cannot be written "
+                           "as one", _cover(group), code="flags-merge",
+                           hint="write the chain's rules out in the block, or match "
+                           f"`{first.field}` in one place only"))
+        return None
+    positives = [v for neg, v in sets if not neg]
+    negatives = set().union(*[v for neg, v in sets if neg])
+    universe = _UNIVERSE.get(first.field)
+    if not positives and universe is None:
+        return _named(first, attr, sorted(negatives, key=str), True, group)
+    allowed = set.intersection(*positives) if positives else set(universe)
+    return _named(first, attr, sorted(allowed - negatives, key=str), False, group)
+
+
+def _named(first: ir.Match, attr: str, values: list, negated: bool,
+           group: list[ir.Match]) -> ir.Match:
+    order = _UNIVERSE.get(first.field)
+    if order is not None:
+        values = [v for v in order if v in values]
+    named = {"set_name": None} if hasattr(first, "set_name") else {}
+    return dataclasses.replace(first, **{attr: tuple(values)}, negated=negated,
+                               span=_cover(group), **named)
+
+
+def _plain(m: ir.Match) -> ir.Match:
+    named = {"set_name": None} if hasattr(m, "set_name") else {}
+    return dataclasses.replace(m, span=NO_SPAN, **named)
+
+
+def _empty(m: ir.Match) -> bool:
+    return not m.negated and not getattr(m, _VALUES[type(m)])
 
 
 def _merge_frag(group: list[ir.FragMatch], diags: list[Diagnostic]) -> ir.FragMatch | None:

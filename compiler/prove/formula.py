@@ -151,7 +151,7 @@ IP4 = {"src": (12, 4), "dst": (16, 4), "ttl": (8, 1), "len": (2, 2), "proto": (9
        "frag": (6, 2)}
 IP6 = {"src": (8, 16), "dst": (24, 16), "ttl": (7, 1), "len": (4, 2), "proto": (6, 1)}
 TRANSPORT = {"sport": (0, 2, (6, 17)), "dport": (2, 2, (6, 17)), "flags": (13, 1, (6,)),
-             "icmp-type": (0, 1, (1, 58))}
+             "icmp-type": (0, 1, (1, 58)), "icmp-code": (1, 1, (1, 58))}
 
 
 def ip_raw(name: str, version: int, reading: Reading) -> tuple[z3.BoolRef, z3.BitVecRef] | None:

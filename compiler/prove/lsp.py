@@ -21,7 +21,9 @@ def edit_summary(old: str, new: str, name: str) -> str | None:
     that it changes none; None when either version has errors."""
     before = compile_source(SourceFile(name, old))
     after = compile_source(SourceFile(name, new))
-    if before.policy is None or after.policy is None:  # errors, or a whole firewall
+    if before.ruleset is not None and after.ruleset is not None:
+        return _firewall_summary(before.ruleset, after.ruleset)
+    if before.policy is None or after.policy is None:  # errors, or v1 against v2
         return None
     result = diff(before.require(), after.require(), limit=LENS_REGIONS)
     if result.same:
@@ -29,6 +31,19 @@ def edit_summary(old: str, new: str, name: str) -> str | None:
     more = "" if result.complete else "; ..."
     return ("this edit changes the verdict of: "
             + "; ".join(r.line() for r in result.regions) + more)
+
+
+def _firewall_summary(old, new) -> str:
+    """The same line for a whole firewall: each region with its hook."""
+    from pfc.prove.firewall.diff import diff as diff_firewalls
+
+    result = diff_firewalls(old, new, limit=LENS_REGIONS)
+    if result.same:
+        return "this edit changes no hook's verdict, mark, translation or rewrite"
+    found = [f"{h.hook}: {r.line()}" for h in result.hooks for r in h.regions]
+    more = "; ..." if len(found) > LENS_REGIONS or not all(
+        h.complete for h in result.hooks) else ""
+    return "this edit changes: " + "; ".join(found[:LENS_REGIONS]) + more
 
 
 class Saves:

@@ -103,8 +103,8 @@ def test_every_v2_feature_fails_closed_on_targets_without_it() -> None:
 
 @pytest.mark.parametrize("command,args", [
     ("frames", ["-n", "3", "-o", "{tmp}/f.pcap"]),
-    ("diff", ["{file}"]), ("prove", ["--targets", "nft"]),
-])  # run, verify, load: tests/tools/test_{run,verify,load}_v2.py
+])  # run, verify, load: tests/tools/test_{run,verify,load}_v2.py; diff and prove:
+# tests/prove/test_prove_firewall*.py
 def test_commands_that_take_one_list_say_so(capsys, tmp_path: Path, command, args) -> None:
     """Exit 1 with one diagnostic (no internal error, nothing half done)."""
     path = tmp_path / "fw.pf"
