@@ -1,4 +1,5 @@
-"""``pfc load --target tc``: a cls_bpf direct-action filter on clsact ingress.
+"""``pfc load --target tc``: a cls_bpf direct-action filter on clsact ingress (or egress:
+a whole firewall's ``egress`` block, ``meta["tc_attach"]``, recorded as ``direction``).
 
 ``clsact`` is created if missing (and recorded, so unload deletes only a qdisc pfc
 created, and only when no filter is left on it); pfc's filter sits at handle
@@ -59,6 +60,21 @@ def clsact_exists(index: int) -> bool:
         return any(q.get_attr("TCA_KIND") == "clsact" for q in ipr.get_qdiscs(index=index))
 
 
+def direction(attach: dict) -> str:
+    """Where a recorded (or planned: the artifact's meta) filter sits."""
+    return "egress" if attach.get("direction") == "egress" else "ingress"
+
+
+def _plan_direction(plan: Plan) -> str:
+    return "egress" if plan.artifact.meta.get("tc_attach") == "egress" else "ingress"
+
+
+def _query(index: int, attach: dict) -> int | None:
+    return bpf_attach.tc_query(index, attach.get("handle", TC_HANDLE),
+                               attach.get("priority", TC_PRIORITY),
+                               egress=direction(attach) == "egress")
+
+
 def _tcold_identity(plan: Plan, previous: state.Record | None, now: int | None) -> list[str]:
     if now is None:
         return ([f"note: pfc's previous tc filter (program id "
@@ -68,7 +84,8 @@ def _tcold_identity(plan: Plan, previous: state.Record | None, now: int | None) 
         return []
     if not plan.force:
         raise LoadError(foreign(f"a tc filter sits at pfc's handle {TC_HANDLE:#x} priority "
-                                f"{TC_PRIORITY} on {plan.dev} ingress", now, previous),
+                                f"{TC_PRIORITY} on {plan.dev} {_plan_direction(plan)}",
+                                now, previous),
                         hint="--force replaces it (in place, atomically)")
     return [f"replaced the tc filter with {describe(now)}, which pfc had not loaded "
             "(--force)"]
@@ -76,12 +93,13 @@ def _tcold_identity(plan: Plan, previous: state.Record | None, now: int | None) 
 
 def tc_attach(plan: Plan, previous: state.Record | None,
               txn: journal.Txn) -> tuple[dict, list[str]]:
+    place = {"direction": _plan_direction(plan)}
     with open_object(plan) as obj:
         existed = clsact_exists(plan.ifindex)
-        now = bpf_attach.tc_query(plan.ifindex, TC_HANDLE, TC_PRIORITY) if existed else None
+        now = _query(plan.ifindex, place) if existed else None
         messages = _tcold_identity(plan, previous, now)
         carried = bool(previous and previous.attach.get("qdisc_created"))
-        new = new_identity(plan, obj) | {
+        new = new_identity(plan, obj) | place | {
             "handle": TC_HANDLE, "priority": TC_PRIORITY, "qdisc_existed": existed,
             "qdisc_created": not existed or carried}
         txn.begin(old_identity(now), new)
@@ -90,7 +108,8 @@ def tc_attach(plan: Plan, previous: state.Record | None,
             txn.step("qdisc")
         try:
             bpf_attach.tc_attach(plan.ifindex, obj.programs[plan.artifact.meta["program"]].fd,
-                                 TC_HANDLE, TC_PRIORITY, replace=now is not None)
+                                 TC_HANDLE, TC_PRIORITY, replace=now is not None,
+                                 egress=place["direction"] == "egress")
         except OSError as exc:
             raise LoadError(f"tc attach to {plan.dev} failed: {exc.strerror}",
                             hint="run pfc load again") from None
@@ -113,14 +132,15 @@ def tc_detach(record: state.Record, force: bool = False) -> list[str]:
         return [f"device {record.dev} is gone (and its filters with it)"]
     handle = record.attach.get("handle", TC_HANDLE)
     prio = record.attach.get("priority", TC_PRIORITY)
-    now = bpf_attach.tc_query(index, handle, prio)
+    way = direction(record.attach)
+    now = _query(index, record.attach)
     ours = record.attach.get("prog_id")
     if now is None:
         out = [f"pfc's tc filter (program id {ours}) was no longer on {record.dev}; "
                "nothing to remove"]
     elif is_ours(bpf_attach.prog_info_by_id(now), record.attach) or force:
-        bpf_attach.tc_detach(index, handle, prio)
-        out = [f"removed the tc filter (program id {now}) from {record.dev} ingress"]
+        bpf_attach.tc_detach(index, handle, prio, egress=way == "egress")
+        out = [f"removed the tc filter (program id {now}) from {record.dev} {way}"]
     else:
         out = [f"{describe(now)} sits at pfc's tc handle/priority on {record.dev}, not "
                f"pfc's (id {ours}); left it as it is (--force removes it)"]
@@ -143,17 +163,16 @@ def tc_inspect(record: state.Record) -> Inspection:
     index = device_index(record.dev)
     if index is None:
         return Inspection("vanished", f"device {record.dev} no longer exists", None)
-    now = bpf_attach.tc_query(index, record.attach.get("handle", TC_HANDLE),
-                              record.attach.get("priority", TC_PRIORITY))
-    return health(record, "tc ingress filter", now)
+    return health(record, f"tc {direction(record.attach)} filter", _query(index, record.attach))
 
 
 def tc_recover(intent: journal.Intent) -> Recovery:
     index = device_index(intent.dev)
     if index is None:
         return Recovery("other", f"device {intent.dev} no longer exists")
-    now = bpf_attach.tc_query(index, TC_HANDLE, TC_PRIORITY)
-    found = recover_prog(intent, now, f"tc ingress of {intent.dev}")
+    way = direction(intent.new)
+    now = _query(index, {"direction": way})
+    found = recover_prog(intent, now, f"tc {way} of {intent.dev}")
     if found.verdict == "old" and not intent.new.get("qdisc_existed", True) and \
             clsact_exists(index):
         found.removed.append(_drop_qdisc(index, intent.dev))

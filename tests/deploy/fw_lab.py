@@ -52,7 +52,8 @@ def snapshot(ns: str) -> dict[str, str]:
     """What namespace ``ns`` holds (comments, dates and counters removed)."""
     cmds = {"nft": "nft list ruleset", "ipt4": "iptables-save", "ipt6": "ip6tables-save",
             "link": "ip -d link show", "ipset": "ipset list -n",
-            "tc": "tc filter show dev eth1 ingress; tc qdisc show dev eth1"}
+            "tc": "tc filter show dev eth1 ingress; tc filter show dev eth1 egress; "
+                  "tc qdisc show dev eth1"}
     out = {}
     with in_netns(ns):
         for key, cmd in cmds.items():

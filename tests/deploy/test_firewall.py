@@ -9,7 +9,7 @@ import pytest
 
 from pfc.deploy import load as deploying
 from pfc.deploy import state
-from pfc.deploy.base import LoadError
+from pfc.deploy.base import LoadError, device_index, in_netns
 from pfc.deploy.firewall import commit, ipt, nft
 from pfc.deploy.firewall.loader import DEV, TARGET
 from tests.deploy import fw_lab
@@ -197,3 +197,40 @@ def test_pfc_unload_without_dev_removes_the_whole_firewall():
         assert snapshot(ns) == clean
         code, out, _ = pfc("unload", "--target", "iptables", "--netns", ns)
         assert code == 0 and out.startswith("nothing loaded")
+
+
+def test_tc_ingress_and_egress_blocks_sit_where_they_say():
+    """``ingress eth1`` and ``egress eth1`` on tc: two filters on one device, each in its
+    direction (an egress block was once attached at ingress), the egress one judging
+    what the host sends; unload removes both and the clsact qdisc pfc created."""
+    from pfc.frontend import ir
+    from pfc.frontend.firewall.ruleset import Ruleset
+    from pfc.kernel import bpf_attach
+    from tests.deploy.test_load import pfc
+    from tests.oracle.path_build import rule
+
+    base = edge(7)
+    egress = ir.Policy((rule("drop", "udp", dport=9),), ir.Verdict.PASS,
+                       hook=ir.Hook("egress", ("eth1",)))
+    rs = Ruleset(base.lists + (egress,), (), base.interfaces, "<edge+egress>")
+    with fw_lab.lab() as lab:
+        ns = lab.host_ns
+        clean = snapshot(ns)
+        load(rs, "tc,nft", ns)
+        with in_netns(ns):
+            index = device_index("eth1")
+            names = {way: bpf_attach.prog_info_by_id(
+                bpf_attach.tc_query(index, 0x7066, 1, egress=way == "egress")).name
+                for way in ("ingress", "egress")}
+        assert names == {"ingress": "pfc_tc", "egress": "pfc_tc_egress"}
+        run(ns, "ip neigh replace 10.0.0.2 lladdr 02:00:00:00:00:02 dev eth1")
+        for port in (9, 9, 10):
+            run(ns, f"python3 -c \"import socket; socket.socket(socket.AF_INET, "
+                    f"socket.SOCK_DGRAM).sendto(b'x', ('10.0.0.2', {port}))\"")
+        code, out, err = pfc("status", "--netns", ns, "--format", "json")
+        assert code == 0, err
+        (e,) = json.loads(out)["loaded"]
+        (dropped,) = [r for r in e["rules"] if r["block"] == "egress"]
+        assert dropped["packets"] == 2, e["rules"]
+        commit.unload(ns)
+        assert snapshot(ns) == clean

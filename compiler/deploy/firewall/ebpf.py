@@ -44,6 +44,12 @@ class Part:
     attach: dict = field(default_factory=dict)
 
 
+def split(key: str) -> tuple[str, str]:
+    """(target, device) of a part's key: ``xdp:eth0``, ``tc:eth1``, ``tc:eth1:egress``."""
+    target, dev = key.split(":", 1)
+    return target, dev.removesuffix(":egress")
+
+
 def devices(artifact, options: dict) -> list[str]:
     """The devices of the block an artifact carries: the block's, else ``--dev``."""
     hook = artifact.policy.hook
@@ -64,7 +70,7 @@ def parts(artifacts: list, netns: str, options: dict, prev: dict | None, force: 
         if not BLOCKS[block].per_device:
             continue
         for dev in devices(artifact, options):
-            key = f"{artifact.target}:{dev}"
+            key = f"{artifact.target}:{dev}" + (":egress" if block == "egress" else "")
             before = ((prev or {}).get("parts") or {}).get(key)
             plan = Plan(artifact, dev, ifindex(dev, netns), netns, force,
                         mode if artifact.target == "xdp" else None, {})
@@ -106,11 +112,15 @@ class PartTxn:
         self.txn.step(phase)
 
 
+def _egress(part: Part) -> bool:
+    return part.block == "egress"
+
+
 def _attached(part: Part) -> int | None:
     index = part.plan.ifindex
     if part.target == "xdp":
         return bpf_attach.xdp_query(index).prog_id or None
-    return bpf_attach.tc_query(index, TC_HANDLE, TC_PRIORITY)
+    return bpf_attach.tc_query(index, TC_HANDLE, TC_PRIORITY, egress=_egress(part))
 
 
 def attach(part: Part, txn: journal.Txn) -> list[str]:
@@ -138,7 +148,8 @@ def undo(part: Part) -> None:
         if part.target == "xdp":
             bpf_attach.xdp_attach(index, part.old_fd, part.attach.get("mode"), new_fd)
         else:
-            bpf_attach.tc_attach(index, part.old_fd, TC_HANDLE, TC_PRIORITY, replace=True)
+            bpf_attach.tc_attach(index, part.old_fd, TC_HANDLE, TC_PRIORITY, replace=True,
+                                 egress=_egress(part))
     finally:
         if new_fd is not None:
             os.close(new_fd)
@@ -156,17 +167,17 @@ def verdict(intent: journal.Intent, key: str) -> Recovery:
     (a part whose attach never began holds what it held: "old")."""
     if key not in intent.new.get("begun", []):
         return Recovery("old", f"{key}: not begun")
-    target, dev = key.split(":", 1)
+    target, dev = split(key)
     sub = journal.Intent(target, dev, intent.netns, intent.phase,
                          intent.old["parts"].get(key), intent.new["parts"][key], {})
     return loader(target).recover(sub)
 
 
 def detach(netns: str, key: str, attach: dict, force: bool) -> list[str]:
-    target, dev = key.split(":", 1)
+    target, dev = split(key)
     return loader(target).detach(record(netns, target, dev, attach), force)
 
 
 def inspect(netns: str, key: str, attach: dict) -> Inspection:
-    target, dev = key.split(":", 1)
+    target, dev = split(key)
     return loader(target).inspect(record(netns, target, dev, attach))

@@ -190,8 +190,10 @@ def _detach_part(key: str, a: dict, force: bool) -> list[str]:
 
 
 def fw_detach(record: state.Record, force: bool = False) -> list[str]:
+    """Every part, the last loaded first: a clsact qdisc goes with the part that
+    created it, once the filters of later parts (tc egress on its device) are gone."""
     out = []
-    for key, a in record.attach.get("parts", {}).items():
+    for key, a in reversed(list(record.attach.get("parts", {}).items())):
         out += _detach_part(key, a, force)
     return out
 
