@@ -170,11 +170,12 @@ def key_text(key: Key) -> str:
 ACTIONS = {"drop": "drop", "pass": "pass", "count": "continue"}
 
 
-def lines(policy: ir.Policy, dev: str) -> tuple[list[str], dict]:
-    """The batch's lines and, per rule index (and ``default``), its preferences."""
+def lines(policy: ir.Policy, dev: str, base: int = PREF_BASE) -> tuple[list[str], dict]:
+    """The batch's lines and, per rule index (and ``default``), its preferences (from
+    ``base`` + 1 up: ``pfc load`` alternates two ranges, pfc.deploy.modular.u32)."""
     out = [f"qdisc replace dev {dev} clsact"]
     prefs: dict[int | str, list[int]] = {}
-    pref = PREF_BASE
+    pref = base
     for rule in policy.rules:
         filters, found = nodes(rule)
         out.append(f"# rule {rule.index}, line {rule.line}: {printable(describe(rule))}")
