@@ -25,6 +25,7 @@ SIDE_LANE = (
     "tests/tools/test_fleet_image.py",
     "tests/deploy/test_fleet.py",
     "tests/kernel/test_queue_nft.py",
+    "tests/kernel/test_modular_load.py",
 )
 
 

@@ -61,6 +61,15 @@ def here(module: str) -> bool:
     return Path("/proc/thread-self/net", module).exists() and loaded(module)
 
 
+def module_files(artifact: Artifact, module: str) -> dict[str, bytes]:
+    """The sources of the artifact's module under the name ``module`` (what Kbuild
+    builds; the build cache is keyed by them: a .ko built for another kernel's lab
+    from these files is the one a load there finds)."""
+    text = nfmod.render(artifact.policy, artifact.hook, module)
+    return {f"{module}.c": text.encode(),
+            "Kbuild": nfmod.KBUILD.format(module=module).encode()}
+
+
 def ko_for(artifact: Artifact, module: str) -> bytes:
     """The ``.ko`` of the artifact's policy named ``module``, for the running kernel."""
     from pfc.backends.nfmod import build
@@ -69,11 +78,8 @@ def ko_for(artifact: Artifact, module: str) -> bytes:
     if module == artifact.meta["module"] and artifact.meta.get("release") == release \
             and f"{module}.ko" in artifact.files:
         return artifact.files[f"{module}.ko"]
-    text = nfmod.render(artifact.policy, artifact.hook, module)
-    files = {f"{module}.c": text.encode(), "Kbuild": nfmod.KBUILD.format(module=module)
-             .encode()}
     try:
-        ko = build.build(files, module, release).ko
+        ko = build.build(module_files(artifact, module), module, release).ko
     except build.BuildError as exc:
         raise LoadError(f"cannot build the module for kernel {release}: "
                         f"{str(exc).splitlines()[0]}", hint=BUILD_HINT) from None

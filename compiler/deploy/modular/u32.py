@@ -47,7 +47,8 @@ def tc(args: list[str], stdin: str | None = None) -> str:
         raise LoadError("tc is not installed", hint="Debian: apt install iproute2")
     done = subprocess.run(["tc", *args], input=stdin, capture_output=True, text=True)
     if done.returncode != 0:
-        why = " ".join(t.strip() for t in done.stderr.strip().splitlines()[-2:])
+        lines = [t.strip() for t in done.stderr.strip().splitlines() if t.strip()]
+        why = " ... ".join(dict.fromkeys(lines[:1] + lines[-1:]))
         raise LoadError(f"tc {' '.join(args[:2])} refused: {why or done.returncode}",
                         hint="`tc filter show dev DEV ingress` shows what is there")
     return done.stdout
