@@ -1,6 +1,7 @@
 """``pfc bench``: what each hook costs per packet for one policy, on this machine.
 
-For every target (xdp, tc, socket, nft, iptables) and baseline (none, nft-naive,
+For every target (xdp, tc, socket, nft, iptables; nfmod and u32 where the kernel
+loads modules: ``pfc bench --kernel 6.1`` runs in the kernel lab) and baseline (none, nft-naive,
 iptables-naive, xdp-filter) the policy is attached in a fresh throw-away namespace
 (:func:`pfc.kernel.netns.lab`, the ``dut`` end of a veth pair, configured by
 :func:`pfc.kernel.iplab.configure`) and measured the same way (docs/bench.md):
@@ -33,7 +34,7 @@ from pfc.frontend import ir
 from pfc.frontend.pipeline import Compiled
 from pfc.oracle import interp
 
-TARGETS = ("xdp", "tc", "socket", "nft", "iptables")
+TARGETS = ("xdp", "tc", "socket", "nft", "iptables", "nfmod", "u32")
 EBPF = ("xdp", "tc", "socket")
 BASELINES = ("none", "nft-naive", "iptables-naive", "xdp-filter")
 DUT_MAC = bytes.fromhex("027066630010")
@@ -171,8 +172,16 @@ def compile_targets(req: Request, explicit: bool) -> list[str]:
     from pfc.build import build_artifact
 
     notes = []
-    for target in req.targets:
-        options = {"dev": DEV} if target == "nft" else {}
+    for target in list(req.targets):
+        why = _kernel_lacks(target)
+        if why:
+            if explicit:
+                raise BenchError(f"target `{target}`: {why} (`pfc bench --kernel 6.1` "
+                                 "runs it in the kernel lab, docs/bench.md)")
+            notes.append(f"{target}: skipped: {why}")
+            req.targets.remove(target)
+            continue
+        options = {"dev": DEV} if target in ("nft", "u32") else {}
         artifact, diags = build_artifact(req.compiled, target, **options)
         if artifact is None:
             msg = "; ".join(d.message for d in diags)
@@ -183,6 +192,16 @@ def compile_targets(req: Request, explicit: bool) -> list[str]:
         req.artifacts[target] = artifact
     req.targets = [t for t in req.targets if t in req.artifacts]
     return notes
+
+
+def _kernel_lacks(target: str) -> str | None:
+    """Why the running kernel cannot take nfmod or u32 (None: it can, or another
+    target)."""
+    if target not in ("nfmod", "u32"):
+        return None
+    from pfc.backends.nfmod import kmod
+
+    return kmod.modules_unavailable() if target == "nfmod" else kmod.u32_unavailable()
 
 
 # ------------------------------------------------------------------------------- run
