@@ -1,17 +1,20 @@
 """``pfc load`` of nfmod and u32 in Debian's 6.1, booted in the kernel lab: load, traffic,
 ``status`` counters against the interpreter, a replace, a load that fails after it
 began (the old policy stays), unload (tests/kernel/guest_modular.py, run in the guest
-with pytest). The guest is the session's 6.1 (tests/kernel/conftest.py ``guests``:
-one boot shared with the kernel matrix). The host's refusals are
+with pytest); then ``pfc bench`` of both in the same guest, their drops checked
+against the interpreter's. The guest is the session's 6.1 (tests/kernel/conftest.py
+``guests``: one boot shared with the kernel matrix). The host's refusals are
 tests/deploy/test_load_modular.py."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
 
 from pfc.backends.nfmod import build
+from pfc.bench import lab as bench_lab
 from pfc.build import build_artifact
 from pfc.deploy.modular import nfmod as load_nfmod
 from pfc.frontend.pipeline import compile_path
@@ -51,3 +54,14 @@ def test_nfmod_and_u32_load_in_6_1(guests):
                   env=vk._env() | {"PFC_GUEST_POLICIES": str(folder)})
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert "2 passed" in done.stdout, done.stdout[-3000:]
+    bench_policy = folder / "first.pf"
+    assert bench_lab.prebuild(compile_path(bench_policy), kernel.release) is None
+    done = vm.run([sys.executable, "-m", "pfc", "bench", str(bench_policy), "--targets",
+                   "nfmod,u32", "--baselines", "none", "--packets", "2000",
+                   "--format", "json"], cwd=ROOT, env=vk._env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {r["name"]: r for r in json.loads(done.stdout)["rows"]}
+    for name in ("nfmod", "u32"):
+        row = rows[name]
+        assert row["status"] == "ok" and row["traffic"]["lost_in_veth"] == 0, row
+        assert row["traffic"]["dropped"] == row["expected_dropped"] > 0, row
