@@ -38,3 +38,27 @@ def test_no_xdp_row_no_ratios():
     assert out["cost_to_xdp"] is None
     assert bench_report.ratio_lines(out) == ["no ratios: the xdp row has no CPU time "
                                              "(see its status)"]
+
+
+def test_nfmod_and_u32_on_a_kernel_that_cannot_take_them(capsys, monkeypatch):
+    """Named: an error saying why and where it runs; with `all`: skipped, in the notes
+    (compile_targets: before any namespace or traffic)."""
+    from pfc.backends.nfmod import kmod
+    from pfc.bench import measure
+    from pfc.cli.main import main
+    from pfc.frontend.pipeline import compile_text
+    from tests.paths import ROOT
+
+    monkeypatch.setattr(kmod, "modules_unavailable", lambda: "kernel X cannot load modules")
+    monkeypatch.setattr(kmod, "u32_unavailable", lambda: "kernel X lacks act_gact")
+    monkeypatch.setattr(measure, "missing_privileges", lambda: None)
+    assert main(["bench", str(ROOT / "examples" / "ddos-drop-udp-subnet.pf"),
+                 "--targets", "nfmod"]) == 1
+    err = capsys.readouterr().err
+    assert "target `nfmod`: kernel X cannot load modules (`pfc bench --kernel 6.1`" in err
+    compiled = compile_text("drop udp dst 10.0.0.0/8\n", "t.pf")
+    req = measure.Request("t.pf", compiled, list(measure.TARGETS), [])
+    notes = measure.compile_targets(req, explicit=False)
+    assert notes == ["nfmod: skipped: kernel X cannot load modules",
+                     "u32: skipped: kernel X lacks act_gact"]
+    assert req.targets == ["xdp", "tc", "socket", "nft", "iptables"]
