@@ -129,3 +129,25 @@ def _fail_after_begin(lab, target: str, monkeypatch) -> None:
         assert "the kernel refused module pfc_nf" in err
     else:
         assert 'What is "bogus"?' in err and "what it held before" in err
+
+
+def test_u32_touches_only_its_own_preferences(lab):
+    def tc(*args: str) -> None:
+        subprocess.run(["ip", "netns", "exec", lab.name, "tc", *args], check=True)
+
+    tc("qdisc", "add", "dev", lab.dut, "clsact")
+    theirs = ["filter", "add", "dev", lab.dut, "ingress", "protocol", "all", "matchall",
+              "action", "gact", "pass"]
+    tc(*theirs[:5], "pref", "40000", *theirs[5:])
+    tc(*theirs[:5], "pref", "20000", *theirs[5:])  # inside pfc's range
+    before = held(lab, "u32")
+    code, _, err = load(lab, "u32", "first")
+    assert code == 2 and "tc filters pfc did not load sit in pfc's u32 preferences" in err
+    assert "(20000)" in err and held(lab, "u32") == before
+    tc("filter", "del", "dev", lab.dut, "ingress", "pref", "20000")
+    code, _, err = load(lab, "u32", "first")
+    assert code == 0, err
+    code, out, err = pfc("unload", "--target", "u32", "--dev", lab.dut, "--netns", lab.name)
+    assert code == 0, err
+    left = held(lab, "u32")
+    assert "pref 40000 matchall" in left and "pref 16385" not in left
