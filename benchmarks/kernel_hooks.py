@@ -13,8 +13,8 @@ Policies: the seeds' DDoS rule (``examples/ddos-drop-udp-subnet.pf``: one subnet
 the same rule over 64 subnets (u32: 64 nodes tried in turn; nfmod: a binary search;
 nft and eBPF: their sets/maps).
 
-    .venv/bin/python benchmarks/kernel_hooks.py [--kernel 6.1] [--seconds 2]
-        [--rounds 3] [--json benchmarks/results/kernel_hooks.json]
+    .venv/bin/python benchmarks/kernel_hooks.py [--kernel 6.1] [--seconds 4]
+        [--rounds 5] [--json benchmarks/results/kernel_hooks.json]
 """
 
 from __future__ import annotations
@@ -73,8 +73,8 @@ def table(results: dict[str, dict]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernel", default="6.1")
-    ap.add_argument("--seconds", type=float, default=2.0)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="pfc-kernel-hooks-", dir=ROOT / "benchmarks") \
