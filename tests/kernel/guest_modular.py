@@ -11,7 +11,9 @@ file there with pytest. ``PFC_GUEST_POLICIES`` is the folder of the policies
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -151,3 +153,33 @@ def test_u32_touches_only_its_own_preferences(lab):
     assert code == 0, err
     left = held(lab, "u32")
     assert "pref 40000 matchall" in left and "pref 16385" not in left
+
+
+def _killed(lab, target: str, name: str, point: str) -> None:
+    """``pfc load`` SIGKILLed at a journal point (``PFC_TEST_KILL_AT``)."""
+    done = subprocess.run([sys.executable, "-m", "pfc", "load", str(policy(name)),
+                           "--target", target, "--dev", lab.dut, "--netns", lab.name],
+                          env=os.environ | {"PFC_TEST_KILL_AT": point},
+                          capture_output=True, text=True)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_killed_load_is_finished_or_rolled_back(lab, target):
+    """Killed once the new policy is in the kernel (the old one not yet removed): the
+    next command finishes it; killed before the kernel changed: it rolls back."""
+    assert load(lab, target, "first")[0] == 0
+    _killed(lab, target, "second", "inserted" if target == "nfmod" else "added")
+    e = entry(lab, target)  # status settles the unfinished load first
+    assert e["health"] == "ok" and e["policy"] == str(policy("second")), e
+    second = held(lab, target)
+    if target == "nfmod":
+        assert second == "pfc_nf2"
+    else:
+        assert "pref 24577 " in second and "pref 16385 " not in second
+    _killed(lab, target, "third", "begun")
+    e = entry(lab, target)
+    assert e["health"] == "ok" and e["policy"] == str(policy("second")), e
+    assert held(lab, target) == second
+    assert pfc("unload", "--target", target, "--dev", lab.dut, "--netns", lab.name)[0] == 0
+    assert held(lab, target) == ""

@@ -35,7 +35,7 @@ def write_policies(into) -> None:
 
 def prebuild(folder, release: str) -> None:
     """The modules the guest's loads insert, built here for its kernel (cached)."""
-    for name, slot in (("first", 0), ("second", 1)):
+    for name, slot in (("first", 0), ("second", 1), ("third", 0)):
         artifact, diags = build_artifact(compile_path(folder / f"{name}.pf"), "nfmod",
                                          dev="dut")
         assert artifact is not None, diags
@@ -53,7 +53,7 @@ def test_nfmod_and_u32_load_in_6_1(guests):
                    "tests/kernel/guest_modular.py"], cwd=ROOT,
                   env=vk._env() | {"PFC_GUEST_POLICIES": str(folder)})
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
-    assert "3 passed" in done.stdout, done.stdout[-3000:]
+    assert "5 passed" in done.stdout, done.stdout[-3000:]
     bench_policy = folder / "first.pf"
     assert bench_lab.prebuild(compile_path(bench_policy), kernel.release) is None
     done = vm.run([sys.executable, "-m", "pfc", "bench", str(bench_policy), "--targets",
