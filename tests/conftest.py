@@ -26,6 +26,7 @@ SIDE_LANE = (
     "tests/deploy/test_fleet.py",
     "tests/kernel/test_queue_nft.py",
     "tests/prove/test_prove_firewall_generated.py",
+    "tests/kernel/test_modular_load.py",
 )
 
 

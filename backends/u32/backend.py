@@ -21,6 +21,13 @@ What u32 can and cannot say with the interpreter's meaning (fail closed):
   packet), which the interpreter requires before it reads them;
 - ``redirect`` (pedit), ``log``, ``limit``, audit and ``ct`` are refused.
 
+- a filter is ``protocol all`` with the EtherType as its first key (the word at -4:
+  the MAC header's last two bytes): tc compares a filter's protocol with
+  ``skb_protocol(skb, false)``, which is the *VLAN* protocol for a frame whose outer
+  tag the kernel removed, so ``protocol ip`` never sees a tagged frame; the interpreter
+  (``l2_input_view``) judges it untagged, and so does the EtherType key, which reads the
+  MAC header as ``skb_vlan_untag`` left it (measured in the 6.1 lab).
+
 Counters: each filter's gact action statistics (``tc -s -j filter show``): packets,
 and bytes from the network header, as the interpreter counts them.
 """
@@ -168,23 +175,26 @@ def key_text(key: Key) -> str:
 
 
 ACTIONS = {"drop": "drop", "pass": "pass", "count": "continue"}
+ETHERTYPE = {4: "match u32 0x00000800 0x0000ffff at -4",
+             6: "match u32 0x000086dd 0x0000ffff at -4"}
 
 
-def lines(policy: ir.Policy, dev: str) -> tuple[list[str], dict]:
-    """The batch's lines and, per rule index (and ``default``), its preferences."""
+def lines(policy: ir.Policy, dev: str, base: int = PREF_BASE) -> tuple[list[str], dict]:
+    """The batch's lines and, per rule index (and ``default``), its preferences (from
+    ``base`` + 1 up: ``pfc load`` alternates two ranges, pfc.deploy.modular.u32)."""
     out = [f"qdisc replace dev {dev} clsact"]
     prefs: dict[int | str, list[int]] = {}
-    pref = PREF_BASE
+    pref = base
     for rule in policy.rules:
         filters, found = nodes(rule)
         out.append(f"# rule {rule.index}, line {rule.line}: {printable(describe(rule))}")
-        for protocol, version in filters:
+        for _, version in filters:
             pref += 1
-            head = f"filter add dev {dev} ingress pref {pref} protocol {protocol} u32"
+            head = f"filter add dev {dev} ingress pref {pref} protocol all u32"
             for v, abort, keys in found:
                 if v != version:
                     continue
-                words = [key_text(k) for k in keys] or ["match u32 0 0 at 0"]
+                words = [ETHERTYPE[version]] + [key_text(k) for k in keys]
                 if abort:
                     words.append(f"match u32 0 0 at {ABORT_AT}")
                 action = "drop" if abort else ACTIONS[rule.action.name]

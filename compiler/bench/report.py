@@ -46,6 +46,26 @@ def _test_run(tr: dict | None) -> str:
     return " / ".join(f"{tr[k]:.0f}" if k in tr else "-" for k in ("drop", "pass"))
 
 
+def ratio_lines(report: dict) -> list[str]:
+    """``--kernel``: each row's CPU ns/packet over the xdp row's (medians of the
+    rounds), with the spread of the rounds, and what the numbers are."""
+    ratios, lab = report.get("cost_to_xdp") or {}, report.get("lab") or {}
+    if not ratios:
+        return ["no ratios: the xdp row has no CPU time (see its status)"]
+    head = (f"per-packet CPU cost relative to xdp, kernel {lab.get('kernel')} "
+            f"({lab.get('accel')}), median of {lab.get('rounds')} round(s):")
+    out = [head]
+    for r in report["rows"]:
+        if r["name"] in ratios:
+            spread = r.get("rounds_cpu_ns") or []
+            span = f" (rounds {min(spread):,.0f}-{max(spread):,.0f} ns)" if spread else ""
+            out.append(f"  {r['name']:<15} {ratios[r['name']]:6.2f}×{span}")
+    if lab.get("accel") == "tcg":
+        out.append("  (TCG emulates every instruction: compare rows of this run, not "
+                   "absolute numbers)")
+    return out
+
+
 def stamp(report: dict, started: datetime, elapsed: float) -> dict:
     """The report with when and where it ran: ``kernel`` (uname release),
     ``started`` (ISO 8601, local time with offset), ``elapsed_s`` (the whole run)."""

@@ -47,8 +47,11 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seed for picking frames (default 0)")
     p.add_argument("--rounds", type=int, default=3, metavar="N",
-                   help="whole firewalls: interleaved rounds, the median reported "
+                   help="whole firewalls, and --kernel: rounds, the median reported "
                         "(default 3)")
+    p.add_argument("--kernel", metavar="SERIES",
+                   help="run the bench inside a kernel-lab guest (5.10, 6.1, 6.12: "
+                        "docs/kernels.md), where nfmod and u32 load; ratios to xdp")
 
 
 def _list(spec: str, known: tuple[str, ...], what: str) -> tuple[list[str], bool]:
@@ -79,6 +82,8 @@ def _bench(args: argparse.Namespace) -> int:
         return bench_firewall(args, compiled)
     targets, explicit = _list(args.targets, bench.TARGETS, "target")
     baselines, _ = _list(args.baselines, bench.BASELINES, "baseline")
+    if args.kernel:
+        return _bench_in_lab(args, compiled, targets)
     why = bench.missing_privileges()
     if why:
         raise UsageError(why)
@@ -96,6 +101,41 @@ def _bench(args: argparse.Namespace) -> int:
         print_json(result)
     else:
         print_table(result, notes)
+    if args.plot:
+        _plot(result, args.plot)
+    return 0
+
+
+def _bench_in_lab(args: argparse.Namespace, compiled, targets: list[str]) -> int:
+    """``--kernel SERIES``: the same command in a lab guest (``pfc.bench.lab``)."""
+    from pfc.bench import lab as bench_lab
+    from pfc.bench import measure as bench
+    from pfc.bench import report as bench_report
+
+    if args.pcap is not None and str(args.pcap) == "-":
+        raise UsageError("--kernel reads --pcap from a file (the guest sees the host's "
+                         "files), not from standard input")
+    if args.rounds < 1:
+        raise UsageError("--rounds must be positive")
+    argv = ["--targets", ",".join(targets), "--baselines", args.baselines,
+            "--duration", str(args.duration), "--repeat", str(args.repeat),
+            "--seed", str(args.seed)]
+    argv += ["--packets", str(args.packets)] if args.packets else []
+    argv += ["--pcap", str(args.pcap.resolve())] if args.pcap else []
+    try:
+        result = with_progress(
+            lambda _, tick=None: bench_lab.run(compiled, args.file, args.kernel, argv,
+                                               args.rounds, targets, tick),
+            None, args.format == "json", f"bench in {args.kernel}")
+    except bench.BenchError as exc:
+        print(f"pfc bench: {shown(str(exc))}", file=sys.stderr)
+        return 1
+    if args.format == "json":
+        print_json(result)
+    else:
+        print_table(result, result.get("notes", []))
+        for line in bench_report.ratio_lines(result):
+            print(shown(line))
     if args.plot:
         _plot(result, args.plot)
     return 0

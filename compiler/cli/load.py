@@ -33,33 +33,10 @@ def _fail(command: str, exc: loading.LoadError) -> int:
 def _target(value: str) -> str:
     if value in ("socket", "cbpf"):
         raise UsageError(f"target `{value}` is not loaded onto a device; {SOCKET_HINT}")
-    if value in BY_HAND:
-        raise UsageError(f"pfc has no loader for target `{value}` yet: "
-                         f"{BY_HAND[value]()}")
     if value not in loading.TARGETS:
         raise UsageError(f"`pfc load` attaches targets {', '.join(loading.TARGETS)}; "
                          f"not `{value}`")
     return value
-
-
-def _by_hand(what: str, why: str | None) -> str:
-    return what + (f"; this kernel cannot run it: {why}" if why else "")
-
-
-def _nfmod_by_hand() -> str:
-    from pfc.backends.nfmod import kmod
-    return _by_hand("build it with `pfc compile --target nfmod --kernel host -o DIR/` and "
-                    "load it with `insmod DIR/pfc_nf.ko` inside the namespace to filter "
-                    "(docs/nfmod.md)", kmod.modules_unavailable())
-
-
-def _u32_by_hand() -> str:
-    from pfc.backends.nfmod import kmod
-    return _by_hand("load its batch with `tc -batch FILE` (docs/u32.md)",
-                    kmod.u32_unavailable())
-
-
-BY_HAND = {"nfmod": _nfmod_by_hand, "u32": _u32_by_hand}
 
 
 def _dev(value: str) -> str:
@@ -86,7 +63,8 @@ def _where_args(p: argparse.ArgumentParser, dev_help: str = "network device") ->
 def _load_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="policy file (.pf)")
     p.add_argument("--target", "-t", required=True, metavar="T",
-                   help="xdp, tc, nft or iptables; a whole firewall (v2): a list, each "
+                   help="xdp, tc, nft, iptables, nfmod or u32; a whole firewall (v2): a "
+                        "list, each "
                         "block to the first that carries it (xdp,nft)")
     _where_args(p, "network device (required for one rule list; a whole firewall names "
                    "its devices)")
@@ -164,6 +142,11 @@ def _place(record) -> str:
         where.append(f"program id {a['prog_id']} tag {a.get('prog_tag')}")
     if a.get("mode"):
         where.append(a["mode"])
+    if a.get("module"):
+        where.append(f"module {a['module']}")
+    if a.get("nodes"):
+        prefs = sorted(map(int, a["nodes"]))
+        where.append(f"tc preferences {prefs[0]}-{prefs[-1]}")
     if a.get("table"):
         where.append(f"table {a['table']}")
     if a.get("chain"):
@@ -175,7 +158,8 @@ def _place(record) -> str:
 
 LOAD = Command("load", "compile a policy and attach it to a device (atomic replace)",
                "Compile a policy and attach it to a device: XDP, tc ingress, an nftables\n"
-               "table or an iptables chain owned by pfc. All or nothing: a policy that\n"
+               "table or an iptables chain owned by pfc, pfc's netfilter module (nfmod:\n"
+               "insmod in the namespace) or tc u32 filters. All or nothing: a policy that\n"
                "fails to compile, verify or attach leaves what was loaded before exactly\n"
                "as it was. Loading over a policy pfc loaded replaces it atomically (no\n"
                "gap); counters start at zero. Refuses to replace what pfc did not load\n"
@@ -190,7 +174,8 @@ LOAD = Command("load", "compile a policy and attach it to a device (atomic repla
 
 def _unload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", "-t", required=True, metavar="T",
-                   help="xdp, tc, nft or iptables; without --dev: the namespace's whole "
+                   help="xdp, tc, nft, iptables, nfmod or u32; without --dev: the "
+                        "namespace's whole "
                         "firewall (v2) that uses it, every part")
     _where_args(p)
     p.add_argument("--force", action="store_true",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pfc.backends.base import Artifact
 from pfc.deploy import journal, state
 
-CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_BPF = 12, 21, 39
+CAP_NET_ADMIN, CAP_SYS_MODULE, CAP_SYS_ADMIN, CAP_BPF = 12, 16, 21, 39
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = "/run/netns"
 DEFAULT_NETNS = "default"  # the name records use for the init namespace
@@ -41,7 +41,17 @@ def unwritable(exc: state.Unwritable, outcome: str) -> LoadError:
 
 def check_kernel(artifact) -> None:
     """Refuse, before anything is touched, an eBPF artifact that needs a feature the
-    running kernel lacks (``meta["kernel_needs"]``; probed, docs/kernels.md)."""
+    running kernel lacks (``meta["kernel_needs"]``; probed, docs/kernels.md), and
+    nfmod or u32 on a kernel that cannot load (unsigned) modules or lacks tc's kinds."""
+    if artifact.target in ("nfmod", "u32"):
+        from pfc.backends.nfmod import kmod
+
+        why = (kmod.modules_unavailable if artifact.target == "nfmod"
+               else kmod.u32_unavailable)()
+        if why:
+            raise LoadError(f"target `{artifact.target}`: {why}; nothing was changed",
+                            hint="nft and iptables filter at the same hooks (pfc load "
+                            "--target nft); docs/kernels.md says which kernels load it")
     needs = artifact.meta.get("kernel_needs")
     if not needs:
         return
@@ -54,6 +64,13 @@ def check_kernel(artifact) -> None:
                                   for f in lacking) + f" (running {os.uname().release})",
                         hint="`pfc compile --kernel host` shows what this kernel can take; "
                         "nft and iptables express the same policy (docs/kernels.md)")
+
+
+def check_dev_name(dev: str) -> None:
+    if not state.valid_part(dev) or len(dev) > 15:
+        raise LoadError(f"invalid device name `{dev}`",
+                        hint="a Linux interface name: at most 15 characters, no `/`, "
+                             "spaces, `.` or `..`")
 
 
 # ------------------------------------------------------------------------ privileges

@@ -5,7 +5,7 @@ This module is the dispatcher: it owns the table of targets, takes the lock, ent
 namespace (``--netns``), finds the device, runs each load as a transaction (the journal,
 :mod:`pfc.deploy.journal`) and writes the state record (:mod:`pfc.deploy.state`); what
 every loader shares is :mod:`pfc.deploy.base`, each target's attach, detach, inspect
-and recovery its own module (bpf, tc, nft, iptables, firewall).
+and recovery its own module (bpf, tc, nft, iptables, firewall, modular.nfmod, modular.u32).
 
 All or nothing: the policy is compiled (by the caller, through
 :func:`pfc.build.build_artifact`) and every check is made before anything in the kernel
@@ -37,6 +37,7 @@ from pfc.deploy.base import (
     LoadError,
     Plan,
     Recovery,
+    check_dev_name,
     check_kernel,
     check_privileges,
     current_netns,
@@ -50,7 +51,7 @@ from pfc.deploy.base import (
 from pfc.deploy.sets import pending as set_pending
 from pfc.frontend import ir
 
-TARGETS = ("xdp", "tc", "nft", "iptables")
+TARGETS = ("xdp", "tc", "nft", "iptables", "nfmod", "u32")
 
 
 def loader(target: str) -> Loader:
@@ -66,6 +67,12 @@ def loader(target: str) -> Loader:
     if target == "iptables":
         from pfc.deploy import iptables as load_ipt
         return load_ipt.LOADER
+    if target == "nfmod":
+        from pfc.deploy.modular import nfmod
+        return nfmod.LOADER
+    if target == "u32":
+        from pfc.deploy.modular import u32
+        return u32.LOADER
     if target == "firewall":  # a whole firewall (v2): pfc.deploy.firewall
         from pfc.deploy.firewall import loader as load_fw
         return load_fw.LOADER
@@ -73,13 +80,6 @@ def loader(target: str) -> Loader:
                     hint="loadable targets: " + ", ".join(TARGETS) +
                     "; socket filters are attached by the application "
                     "(pfc.attach_socket, docs/load.md)")
-
-
-def _check_dev(dev: str) -> None:
-    if not state.valid_part(dev) or len(dev) > 15:
-        raise LoadError(f"invalid device name `{dev}`",
-                        hint="a Linux interface name: at most 15 characters, no `/`, "
-                             "spaces, `.` or `..`")
 
 
 # ------------------------------------------------------------------------ recovery
@@ -248,7 +248,7 @@ def load(artifact: Artifact, policy_path: str, source_text: str,
     check_privileges(target, netns)
     check_kernel(artifact)
     impl = loader(target)
-    _check_dev(dev)
+    check_dev_name(dev)
     try:
         with in_netns(netns) as ns_name, state.locked():
             messages = recover(ns_name, dev, target)
@@ -310,7 +310,7 @@ def unload(target: str, dev: str, netns: str | None = None, force: bool = False)
     idempotent. ``force``: also what sits at pfc's place without pfc's record."""
     check_privileges(target, netns, "unload")
     impl = loader(target)
-    _check_dev(dev)
+    check_dev_name(dev)
     ns_name = netns or current_netns()
     try:
         with state.locked():

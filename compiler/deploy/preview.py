@@ -32,11 +32,13 @@ from pfc.deploy import load as deploying
 from pfc.deploy.base import (
     Inspection,
     Plan,
+    check_dev_name,
+    check_kernel,
     check_privileges,
     ifindex,
     in_netns,
 )
-from pfc.deploy.load import _check_dev, loader
+from pfc.deploy.load import loader
 from pfc.deploy.sets import pending as set_pending
 from pfc.frontend.diagnostics import CompileError
 from pfc.frontend.pipeline import Compiled
@@ -74,6 +76,10 @@ def _check(plan: Plan, previous: state.Record | None) -> list[str]:
     if target == "iptables":
         from pfc.deploy import iptables as load_ipt
         return load_ipt.ipt_check(plan, previous)
+    if target in ("nfmod", "u32"):
+        check_kernel(plan.artifact)
+        return [f"the running kernel can take target `{target}` (modules, tc kinds); "
+                "the module or filters themselves are not tried by --dry-run"]
     return _bpf_check(plan, previous)
 
 
@@ -84,7 +90,7 @@ def preview(artifact: Artifact, dev: str, netns: str | None = None, force: bool 
     target = artifact.target
     check_privileges(target, netns, "load --dry-run")
     impl = loader(target)
-    _check_dev(dev)
+    check_dev_name(dev)
     warnings: list[str] = []
     with in_netns(netns) as ns_name, state.locked():
         if journal.pending(ns_name, dev) or (ns_name, dev, target) in set_pending.places(

@@ -7,6 +7,8 @@ import gzip
 import os
 from pathlib import Path
 
+import pytest
+
 from pfc.backends.nfmod import kmod
 
 RELEASE = os.uname().release
@@ -66,15 +68,20 @@ def test_u32_without_a_readable_config_lets_tc_say(tmp_path: Path) -> None:
     assert kmod.u32_unavailable(proc, boot, sys) is None
 
 
-def test_pfc_load_says_how_to_load_by_hand_and_why_not_here(capsys) -> None:
-    from pfc.cli.main import main
-    from tests.paths import ROOT
+def test_pfc_load_refuses_with_the_reason_before_anything(monkeypatch) -> None:
+    """``check_kernel`` runs before the lock, the namespace and the device (the host's
+    refusals end to end: tests/deploy/test_load_modular.py)."""
+    from pfc.build import build_artifact
+    from pfc.deploy.base import LoadError, check_kernel
+    from pfc.frontend.pipeline import compile_text
 
-    policy = str(ROOT / "examples" / "ddos-drop-all.pf")
-    for target, how, why in (("nfmod", "insmod DIR/pfc_nf.ko", kmod.modules_unavailable()),
-                             ("u32", "tc -batch FILE", kmod.u32_unavailable())):
-        assert main(["load", policy, "--target", target, "--dev", "lo"]) == 2
-        err = capsys.readouterr().err
-        assert f"pfc has no loader for target `{target}` yet" in err and how in err, err
-        assert (f"this kernel cannot run it: {why}" in err) if why else \
-            "cannot run it" not in err
+    compiled = compile_text("drop dst 10.0.0.0/8\n", "t.pf")
+    for target, probe in (("nfmod", "modules_unavailable"), ("u32", "u32_unavailable")):
+        artifact, diags = build_artifact(compiled, target, dev="dut")
+        assert artifact is not None, diags
+        monkeypatch.setattr(kmod, probe, lambda: "kernel X cannot")
+        with pytest.raises(LoadError) as refused:
+            check_kernel(artifact)
+        assert refused.value.cause == f"target `{target}`: kernel X cannot; nothing was changed"
+        monkeypatch.setattr(kmod, probe, lambda: None)
+        check_kernel(artifact)

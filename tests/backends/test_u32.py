@@ -25,8 +25,9 @@ def test_seed_000_rule_without_its_port() -> None:
     artifact, diags = _artifact("drop udp dst 192.168.0.77/24\n")
     assert artifact is not None, diags
     lines = artifact.text.splitlines()
-    assert ("filter add dev dut ingress pref 16385 protocol ip u32 match u32 0x00110000 "
-            "0x00ff0000 at 8 match u32 0xc0a80000 0xffffff00 at 16 action gact drop") in lines
+    assert ("filter add dev dut ingress pref 16385 protocol all u32 match u32 0x00000800 "
+            "0x0000ffff at -4 match u32 0x00110000 0x00ff0000 at 8 match u32 0xc0a80000 "
+            "0xffffff00 at 16 action gact drop") in lines
     assert lines[-1] == ("filter add dev dut ingress pref 16386 protocol all matchall "
                          "action gact pass")
     assert artifact.meta["prefs"] == {0: [16385], "default": [16386]}
@@ -35,10 +36,11 @@ def test_seed_000_rule_without_its_port() -> None:
 def test_lists_are_nodes_and_negations_abort_first() -> None:
     artifact, _ = _artifact("drop dst { 10.0.0.0/8, 2001:db8::/32 } !src 10.1.0.0/16\n")
     text = artifact.text
-    assert text.count("protocol ip u32") == 2  # abort node, then the 10/8 node
+    assert text.count("0x00000800 0x0000ffff at -4") == 2  # abort node, then the 10/8 node
     assert "at 2147483632 action gact drop" in text.splitlines()[4]
     both, _ = _artifact("drop dst { 10.0.0.0/8, 2001:db8::/32 }\n")
-    assert "protocol ipv6 u32 match u32 0x20010db8 0xffffffff at 24" in both.text
+    assert ("protocol all u32 match u32 0x000086dd 0x0000ffff at -4 match u32 0x20010db8 "
+            "0xffffffff at 24") in both.text
     assert both.meta["prefs"][0] == [16385, 16386]  # one filter per IP version
 
 

@@ -124,7 +124,10 @@ def start(argv: list[str], ctl_fd: int, stderr: Path) -> subprocess.Popen:
         finally:
             ready.set()
         if "process" in started:  # wait without reaping: Popen.wait() reaps it
-            os.waitid(os.P_PID, started["process"].pid, os.WEXITED | os.WNOWAIT)
+            try:
+                os.waitid(os.P_PID, started["process"].pid, os.WEXITED | os.WNOWAIT)
+            except ChildProcessError:  # Popen.wait() reaped it first (a quick guest)
+                pass
 
     threading.Thread(target=spawn, name="pfc-lab-qemu", daemon=True).start()
     ready.wait()
