@@ -22,9 +22,10 @@ from pfc.cli.output import (
 def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="policy file (.pf)")
     p.add_argument("--targets", default="all", metavar="LIST",
-                   help="comma-separated: xdp,tc,cbpf,socket,nft,iptables,userspace,"
-                        "userspace+ct, or `all` (default; "
-                        "targets that cannot express the policy are then skipped). A "
+                   help="comma-separated: xdp,tc,cbpf,socket,nft,iptables,nfmod,u32,"
+                        "userspace,userspace+ct, or `all` (default; targets that cannot "
+                        "express the policy, or that this kernel cannot load, are then "
+                        "skipped). A "
                         "whole firewall: loads to compare, each a target or A+B as "
                         "compile's A,B (default: nft, iptables, and xdp+nft, tc+nft when "
                         "it has an ingress block)")
