@@ -33,6 +33,10 @@ def _fail(command: str, exc: loading.LoadError) -> int:
 def _target(value: str) -> str:
     if value in ("socket", "cbpf"):
         raise UsageError(f"target `{value}` is not loaded onto a device; {SOCKET_HINT}")
+    if value in ("cgroup", "nfbpf"):
+        raise UsageError(f"`pfc load` does not attach `{value}` objects yet (`pfc compile` "
+                         f"and `pfc verify --target {value}` build and check them); "
+                         f"docs/{value}.md shows how to attach one by hand")
     if value not in loading.TARGETS:
         raise UsageError(f"`pfc load` attaches targets {', '.join(loading.TARGETS)}; "
                          f"not `{value}`")

@@ -731,6 +731,9 @@ def test_usage_errors(lab, tmp_path):
     path = policy_file(tmp_path, "drop udp dport 1001\n")
     code, _, err = pfc("load", path, "--target", "socket", "--dev", "dut")
     assert code == 2 and "attach_socket" in err
+    for target in ("cgroup", "nfbpf"):
+        code, _, err = pfc("load", path, "--target", target, "--dev", "dut")
+        assert code == 2 and "does not attach" in err and f"docs/{target}.md" in err
     code, _, err = pfc("load", path, "--target", "xdp", "--dev", "dut", "--netns", "nosuchns")
     assert code == 2 and "network namespace `nosuchns` does not exist" in err
     code, _, err = pfc("load", path, "--target", "tc", "--dev", "dut", "--mode", "native")
