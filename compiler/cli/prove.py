@@ -164,6 +164,9 @@ DIFF = Command("diff", "the frames whose verdict, counters or rewrite change bet
                "samples) and print the regions of frames they treat differently, as\n"
                "match words, each with one witness frame. Reordering disjoint rules,\n"
                "splitting a prefix or adding a redundant rule report `same meaning`.\n"
+               "Two whole firewalls are compared hook by hook; what a hook reads besides\n"
+               "the frame (interface names, marks, ct state, rates) is an input, and\n"
+               "NAT's effect on later packets is not compared (each hook says so).\n"
                "Exit 0: same meaning; 1: differences; 2: errors.",
                _diff_args, lambda args: _watched(_diff, args))
 
@@ -296,5 +299,7 @@ PROVE = Command("prove", "prove a compiled artifact equal to its policy, for eve
                 "object and its maps file), nft from what the kernel holds after a load\n"
                 "into a throw-away namespace, iptables from the restore file. On a\n"
                 "difference: a witness frame, run through the artifact in the kernel to\n"
-                "confirm it. Exit 0: proved; 1: a difference; 2: errors.",
+                "confirm it. A whole firewall is proved hook by hook (nft, iptables);\n"
+                "each hook's `covers:` lines say what is an input and what is not\n"
+                "proved (NAT on later packets). Exit 0: proved; 1: a difference; 2: errors.",
                 _prove_args, lambda args: _watched(_prove, args))
