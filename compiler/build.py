@@ -17,6 +17,7 @@ from pfc.frontend.diagnostics import CompileError, Diagnostic, error, sort_key
 from pfc.frontend.firewall.hooks import BLOCKS
 from pfc.frontend.firewall.ruleset import Ruleset
 from pfc.frontend.pipeline import Compiled, paused_gc
+from pfc.frontend.source import Span
 from pfc.passes.audit import audited
 from pfc.passes.inline_chains import inline_chains
 
@@ -106,6 +107,8 @@ def build_ruleset(ruleset: Ruleset, targets: list[str], fmt: str | None = None,
     that carries it; a target with ``emit_ruleset`` makes one artifact of its blocks,
     the others one artifact per block (at the hook ``Backend.carries`` names). Nothing
     is returned unless everything compiled."""
+    if not ruleset.lists:  # the checker warned: "no hook blocks"
+        return [], _no_blocks(ruleset, targets)
     parts, diags = assign_blocks(ruleset, targets)
     artifacts: list[Artifact] = []
     for target, part in parts.items():
@@ -123,6 +126,8 @@ def check_ruleset(ruleset: Ruleset, targets: list[str]) -> list[Diagnostic]:
     """What ``build_ruleset`` would refuse, without emitting (``pfc check --target``):
     blocks no target carries, and the rules each target cannot express in the blocks it
     gets (its size limits included)."""
+    if not ruleset.lists:
+        return _no_blocks(ruleset, targets)
     parts, diags = assign_blocks(ruleset, targets)
     registry = backends.registry()
     for target, part in parts.items():
@@ -136,6 +141,12 @@ def check_ruleset(ruleset: Ruleset, targets: list[str]) -> list[Diagnostic]:
             diags += capability_errors(flat, chosen, registry,
                                        limits=chosen.emit_ruleset is None)
     return sorted(diags, key=sort_key)
+
+
+def _no_blocks(ruleset: Ruleset, targets: list[str]) -> list[Diagnostic]:
+    return [error(f"no hook blocks: nothing for {', '.join(targets)} to carry",
+                  Span(ruleset.source, 0, 0), code="no-rules",
+                  hint="rules go in hook blocks such as `input { ... }`")]
 
 
 def block_label(block: ir.Policy) -> str:

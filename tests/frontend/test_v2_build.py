@@ -130,7 +130,8 @@ def test_the_v2_features_are_those_rules_can_need() -> None:
     from pfc.backends import base
 
     needed = set(base.FIELD_FEATURES.values()) | set(base._ACTION_FEATURES.values())
-    assert base.V2_FEATURES == needed | {"pass-limit"} and base.V2_FEATURES <= set(FEATURES)
+    by_place = {"pass-limit", "iif-post"}  # a limit on a pass rule; iif after routing
+    assert base.V2_FEATURES == needed | by_place and base.V2_FEATURES <= set(FEATURES)
 
 
 def test_a_blocks_file_names_in_meta_follow_the_rename() -> None:
@@ -144,3 +145,17 @@ def test_a_blocks_file_names_in_meta_follow_the_rename() -> None:
     assert not diags
     (xdp,) = [a for a in artifacts if a.target == "xdp"]
     assert xdp.meta["maps_file"] in xdp.files and ".ingress-eth0." in xdp.meta["maps_file"]
+
+
+@pytest.mark.parametrize("text", ["interface e", "interface eth0 address 192.0.2.10/24\n"])
+def test_a_firewall_without_blocks_is_refused_by_compile_and_check(text) -> None:
+    """Only `interface` lines (found by the fuzzer: a truncated file): every target says
+    there is nothing to carry, an error with the file's first line, never an empty
+    success (`pfc compile` printed "compiles to 0 artifacts")."""
+    compiled = compile_text(text, "blockless.pf")
+    assert compiled.ok and compiled.ruleset is not None and not compiled.ruleset.lists
+    for target in (t for t in backends.registry() if t != "ir"):
+        made, diags = build_ruleset(compiled.ruleset, [target])
+        assert not made and [d.code for d in diags] == ["no-rules"], target
+        assert "no hook blocks" in diags[0].message
+        assert [d.code for d in check_ruleset(compiled.ruleset, [target])] == ["no-rules"]
