@@ -84,7 +84,7 @@ class Record:
     def holds_bpf(self) -> bool:
         """Its programs are eBPF (reading them back needs CAP_BPF): xdp, tc, or a whole
         firewall with an xdp or tc block (``attach["parts"]``: ``xdp:eth0``...)."""
-        parts = self.attach.get("parts") or {} if self.target == "firewall" else {}
+        parts = (self.attach.get("parts") or {}) if self.target == "firewall" else {}
         return self.target in ("xdp", "tc") or any(
             str(p).split(":")[0] in ("xdp", "tc") for p in parts)
 

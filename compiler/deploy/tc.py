@@ -65,7 +65,8 @@ def direction(attach: dict) -> str:
     return "egress" if attach.get("direction") == "egress" else "ingress"
 
 
-def _plan_direction(plan: Plan) -> str:
+def plan_direction(plan: Plan) -> str:
+    """Where the plan's filter goes: the artifact's ``meta["tc_attach"]``."""
     return "egress" if plan.artifact.meta.get("tc_attach") == "egress" else "ingress"
 
 
@@ -84,7 +85,7 @@ def _tcold_identity(plan: Plan, previous: state.Record | None, now: int | None) 
         return []
     if not plan.force:
         raise LoadError(foreign(f"a tc filter sits at pfc's handle {TC_HANDLE:#x} priority "
-                                f"{TC_PRIORITY} on {plan.dev} {_plan_direction(plan)}",
+                                f"{TC_PRIORITY} on {plan.dev} {plan_direction(plan)}",
                                 now, previous),
                         hint="--force replaces it (in place, atomically)")
     return [f"replaced the tc filter with {describe(now)}, which pfc had not loaded "
@@ -93,7 +94,7 @@ def _tcold_identity(plan: Plan, previous: state.Record | None, now: int | None) 
 
 def tc_attach(plan: Plan, previous: state.Record | None,
               txn: journal.Txn) -> tuple[dict, list[str]]:
-    place = {"direction": _plan_direction(plan)}
+    place = {"direction": plan_direction(plan)}
     with open_object(plan) as obj:
         existed = clsact_exists(plan.ifindex)
         now = _query(plan.ifindex, place) if existed else None
@@ -170,9 +171,8 @@ def tc_recover(intent: journal.Intent) -> Recovery:
     index = device_index(intent.dev)
     if index is None:
         return Recovery("other", f"device {intent.dev} no longer exists")
-    way = direction(intent.new)
-    now = _query(index, {"direction": way})
-    found = recover_prog(intent, now, f"tc {way} of {intent.dev}")
+    now = _query(index, intent.new)
+    found = recover_prog(intent, now, f"tc {direction(intent.new)} of {intent.dev}")
     if found.verdict == "old" and not intent.new.get("qdisc_existed", True) and \
             clsact_exists(index):
         found.removed.append(_drop_qdisc(index, intent.dev))

@@ -113,7 +113,9 @@ class PartTxn:
 
 
 def _egress(part: Part) -> bool:
-    return part.block == "egress"
+    from pfc.deploy.tc import plan_direction
+
+    return plan_direction(part.plan) == "egress"
 
 
 def _attached(part: Part) -> int | None:
