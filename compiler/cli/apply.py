@@ -10,8 +10,8 @@ from collections import Counter
 from typing import TextIO
 
 from pfc.cli.common import Command
+from pfc.cli.output import hex_witness, why
 from pfc.cli.output import shown as printable
-from pfc.cli.prove import hex_witness, why
 
 SHOWN_RULES = 20  # rules listed per side; the rest are counted
 

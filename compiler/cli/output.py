@@ -221,3 +221,29 @@ def with_progress(run, request, quiet: bool, label: str = "bench"):
 
         return run(request, tick)
 
+
+
+# ------------------------------------------------------------- prove, diff, apply
+
+WITNESS_SHOWN = 48  # bytes of a witness printed in text output
+
+
+def hex_witness(data: bytes) -> str:
+    shown = data[:WITNESS_SHOWN].hex()
+    return shown + (f"... ({len(data)} bytes)" if len(data) > WITNESS_SHOWN else "")
+
+
+def why(s) -> str:
+    """One side of a diff region: the rule deciding (``line N `text```), or the default."""
+    return s.text if s.line is None else f"line {s.line} `{s.text}`"
+
+
+def write_witnesses(path: str | None, frames: list[bytes]) -> None:
+    """The witness frames to a pcap file (``-w``; nothing without one)."""
+    if not path:
+        return
+    from pfc.oracle.pcap import PcapError, write_pcap
+    try:
+        write_pcap(path, frames)
+    except PcapError as exc:
+        raise UsageError(str(exc)) from exc

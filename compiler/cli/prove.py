@@ -9,9 +9,7 @@ import sys
 import time
 
 from pfc.cli.common import Command, UsageError, load, print_diagnostics
-from pfc.cli.output import print_json
-
-WITNESS_SHOWN = 48  # bytes of a witness printed in text output
+from pfc.cli.output import hex_witness, print_json, why, write_witnesses
 
 
 def _bound(value: str) -> int:
@@ -61,21 +59,6 @@ def status_line(label: str):
         print("\r\033[K", end="", file=sys.stderr, flush=True)
 
 
-def hex_witness(data: bytes) -> str:
-    shown = data[:WITNESS_SHOWN].hex()
-    return shown + (f"... ({len(data)} bytes)" if len(data) > WITNESS_SHOWN else "")
-
-
-def _write(path: str | None, frames: list[bytes]) -> None:
-    if not path:
-        return
-    from pfc.oracle.pcap import PcapError, write_pcap
-    try:
-        write_pcap(path, frames)
-    except PcapError as exc:
-        raise UsageError(str(exc)) from exc
-
-
 # ---------------------------------------------------------------------------- diff
 
 def _diff_args(p: argparse.ArgumentParser) -> None:
@@ -115,7 +98,7 @@ def _diff(args: argparse.Namespace) -> int:
                           progress=progress)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    _write(args.write, [r.witness for r in result.regions])
+    write_witnesses(args.write, [r.witness for r in result.regions])
     if args.format == "json":
         print_json({
             "same": result.same, "complete": result.complete, "max_len": result.bound,
@@ -153,10 +136,6 @@ def _watched(command, args: argparse.Namespace) -> int:
 
     with sigint_watched():
         return command(args)
-
-
-def why(s) -> str:
-    return s.text if s.line is None else f"line {s.line} `{s.text}`"
 
 
 DIFF = Command("diff", "the frames whose verdict, counters or rewrite change between policies",
@@ -234,7 +213,7 @@ def _prove(args: argparse.Namespace) -> int:
                            args.max_len or DEFAULT_BOUND)
         files.append(entry)
         code = max(code, _file_code(entry))
-    _write(args.write, [bytes.fromhex(t["wire"]) for f in files for t in f["targets"]
+    write_witnesses(args.write, [bytes.fromhex(t["wire"]) for f in files for t in f["targets"]
                         if t.get("wire")])
     if args.format == "json":
         print_json({"ok": code == 0, "files": files})

@@ -7,28 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pfc.cli.output import print_json
+from pfc.cli.output import hex_witness, print_json, why, write_witnesses
 from pfc.prove.firewall.inputs import inputs_text
-
-WITNESS_SHOWN = 48
-
-
-def _hex(data: bytes) -> str:
-    shown = data[:WITNESS_SHOWN].hex()
-    return shown + (f"... ({len(data)} bytes)" if len(data) > WITNESS_SHOWN else "")
-
-
-def _why(side) -> str:
-    return side.text if side.line is None else f"line {side.line} `{side.text}`"
-
-
-def write(path: str, frames: list[bytes]) -> None:
-    from pfc.cli.common import UsageError
-    from pfc.oracle.pcap import PcapError, write_pcap
-    try:
-        write_pcap(path, frames)
-    except PcapError as exc:
-        raise UsageError(str(exc)) from exc
 
 
 def diff(args: argparse.Namespace, old, new, bound: int, progress=None) -> int:
@@ -38,8 +18,7 @@ def diff(args: argparse.Namespace, old, new, bound: int, progress=None) -> int:
 
     result = diff_(old, new, bound=bound, limit=args.limit, progress=progress)
     regions = [(h.hook, r) for h in result.hooks for r in h.regions]
-    if args.write:
-        write(args.write, [r.witness for _, r in regions])
+    write_witnesses(args.write, [r.witness for _, r in regions])
     if args.format == "json":
         print_json({
             "same": result.same, "complete": all(h.complete for h in result.hooks),
@@ -73,9 +52,9 @@ def _print_hook(h) -> None:
         print(f"  {h.hook}: {n} region{'s' * (n != 1)} change{more}:")
     for r in h.regions:
         print(f"    {r.line()}")
-        print(f"        old: {_why(r.old)}; new: {_why(r.new)}")
+        print(f"        old: {why(r.old)}; new: {why(r.new)}")
         print(f"        inputs: {inputs_text(r.inputs)}")
-        print(f"        witness: {_hex(r.witness)}")
+        print(f"        witness: {hex_witness(r.witness)}")
     for note in h.notes:
         print(f"    covers: {note}")
 
@@ -103,7 +82,8 @@ def prove(args: argparse.Namespace, path: str, ruleset, specs: list[str], explic
             print(f"{path}: {r.line()}", flush=True)
             for note in r.covers if r.hook not in said else ():
                 print(f"    covers: {note}", flush=True)
-            said.add(r.hook) if r.covers else None
+            if r.covers:
+                said.add(r.hook)
     statuses = [t["status"] for t in targets]
     unproved = "not-modelled" in statuses and explicit
     proved = "proved" in statuses and not unproved and all(
